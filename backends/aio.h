@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An asynchronous I/O context: one libaio io_context, an eventfd that the
+ * kernel signals on each completion, and one completion thread that reaps
+ * events with io_getevents() and calls each request's done callback.
+ *
+ * Submission never blocks and never fails for lack of ring space: what
+ * io_submit() cannot take now (-EAGAIN, or a short count) is queued and
+ * submitted by the completion thread as soon as events free ring slots.
+ * So it is safe to submit from the completion thread itself (a callback
+ * that starts the next phase of a request).
+ *
+ * Lifetime: a struct dioloop_aio_req belongs to its submitter until done is
+ * called; done is called exactly once, on the completion thread, with the
+ * kernel's result (bytes transferred, or -errno).  After done returns the
+ * context no longer touches the request.
+ */
+#ifndef DIOLOOP_AIO_H
+#define DIOLOOP_AIO_H
+
+#include <libaio.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct dioloop_aio;
+struct dioloop_aio_req;
+
+typedef void (*dioloop_aio_done_t)(struct dioloop_aio_req *req, long res);
+
+struct dioloop_aio_req {
+	struct iocb iocb;		/* filled by dioloop_aio_prep_*() */
+	dioloop_aio_done_t done;
+	struct dioloop_aio_req *next;	/* queue link, private to the context */
+};
+
+struct dioloop_aio_stats {
+	uint64_t submitted;	/* requests accepted by io_submit */
+	uint64_t completed;	/* done callbacks run */
+	uint64_t deferred;	/* requests that waited for ring space */
+	uint64_t in_flight;	/* submitted and not yet completed */
+	uint64_t batches;	/* io_submit calls that took >= 1 request */
+};
+
+/* Create a context with room for depth requests in the kernel at once and
+ * start its completion thread named name.  0 or -errno. */
+int dioloop_aio_new(unsigned int depth, const char *name,
+		    struct dioloop_aio **out);
+/* Wait for every submitted request to complete, stop the thread, free. */
+void dioloop_aio_free(struct dioloop_aio *aio);
+
+/* Prepare a vectored read/write (preadv/pwritev) or fdatasync request. */
+void dioloop_aio_prep_rw(struct dioloop_aio_req *req, bool write, int fd,
+			 const struct iovec *iov, int nr_iov, off_t offset,
+			 dioloop_aio_done_t done);
+void dioloop_aio_prep_fdsync(struct dioloop_aio_req *req, int fd,
+			     dioloop_aio_done_t done);
+
+/* Submit n prepared requests in as few io_submit calls as the ring allows.
+ * Always takes all of them: each one's done will be called exactly once
+ * (with -errno if the kernel refused it outright). */
+void dioloop_aio_submit(struct dioloop_aio *aio,
+			struct dioloop_aio_req **reqs, int n);
+
+/* True when the calling thread is this context's completion thread. */
+bool dioloop_aio_on_completion_thread(struct dioloop_aio *aio);
+
+void dioloop_aio_get_stats(struct dioloop_aio *aio,
+			   struct dioloop_aio_stats *stats);
+
+#endif

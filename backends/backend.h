@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The backend API: how the core reaches an image.
+ *
+ * A backend is one ops table (struct backend_ops) registered by name in
+ * backends/registry.c and validated once there.  An open image is a
+ * struct backend: the core owns it, the backend keeps its state in ->priv
+ * and fills ->limits at open.
+ *
+ * Errors: every op returns 0 (or a byte count) on success and -errno on
+ * failure; errno never crosses this interface.
+ *
+ * Threads and what the core guarantees, for every op:
+ *  - open/close run on a control thread, never concurrently with any other
+ *    op on the same backend; close runs only after every request completed.
+ *  - direct_IO_bvec runs on any thread (a FUSE worker, a test thread, a
+ *    completion thread); for an asynchronous kiocb it must not block on I/O
+ *    (short lock holds are fine).  Many run concurrently.
+ *  - flush, discard, write_zeroes, map, clone_range, info run on a core
+ *    worker thread and may block; never on a completion thread.  They may
+ *    run concurrently with each other and with direct_IO_bvec.
+ *  - resize runs on a worker thread with no direct_IO_bvec in flight on
+ *    the same backend (the core drains first).
+ *  - Offsets and lengths given to discard, write_zeroes and clone_range are
+ *    inside the image (end <= size); the core clamps before calling.
+ *
+ * A NULL optional op gets the core's default (backend_* wrappers below):
+ *   flush        nothing is cached: 0
+ *   discard      write_zeroes (discarded ranges read as zeros)
+ *   write_zeroes writes zero pages through direct_IO_bvec
+ *   resize       -EOPNOTSUPP
+ *   map          the whole range is data
+ *   clone_range  -EOPNOTSUPP (callers copy)
+ *   info         format = ops->name, allocated = size
+ */
+#ifndef DIOLOOP_BACKEND_H
+#define DIOLOOP_BACKEND_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "iter/iov_iter.h"
+#include "backends/range_lock.h"
+
+/* "Will complete through the callback" (the kernel's value). */
+#ifndef EIOCBQUEUED
+#define EIOCBQUEUED 529
+#endif
+
+enum { DIOLOOP_READ = 0, DIOLOOP_WRITE = 1 };
+
+struct kiocb;
+/* Called exactly once per request that returned -EIOCBQUEUED, with bytes
+ * transferred or -errno; possibly on another thread, possibly before
+ * direct_IO_bvec has returned to its caller. */
+typedef void (*kiocb_complete_t)(struct kiocb *iocb, ssize_t res);
+
+/*
+ * One request.  The submitter owns it (and the iterator and pages behind
+ * it) until the request completes: direct_IO_bvec returns something other
+ * than -EIOCBQUEUED, or ki_complete is called.  The iterator is read, not
+ * advanced.
+ */
+struct kiocb {
+	int ki_rw;			/* DIOLOOP_READ or DIOLOOP_WRITE */
+	uint64_t ki_pos;		/* byte offset in the image */
+	struct iov_iter *ki_iter;	/* bio_vec kind, count > 0 */
+	kiocb_complete_t ki_complete;	/* NULL: synchronous, wait inside */
+	void *ki_private;		/* the submitter's */
+};
+
+static inline bool is_sync_kiocb(const struct kiocb *iocb)
+{
+	return iocb->ki_complete == NULL;
+}
+
+/* Limits are data, set by open (probed where the host can tell). */
+struct backend_limits {
+	uint32_t request_alignment;	/* offset/length granularity of I/O */
+	uint32_t mem_alignment;		/* buffer address/length alignment */
+	uint32_t block_size;		/* preferred I/O size (st_blksize) */
+	uint32_t max_transfer;		/* largest single I/O in bytes */
+	uint32_t max_segs;		/* most iovecs in one I/O */
+};
+
+enum backend_open_flags {
+	BACKEND_OPEN_RDONLY = 1 << 0,	/* refuse writes with -EROFS */
+	BACKEND_OPEN_GROWABLE = 1 << 1,	/* writes past EOF extend the image */
+	BACKEND_OPEN_SYNC = 1 << 2,	/* a write completes only when durable */
+};
+
+struct dioloop_aio;
+struct backend;
+
+struct backend_open_args {
+	const char *path;		/* the image (a file or URL) */
+	unsigned int flags;		/* enum backend_open_flags */
+	struct dioloop_aio *aio;	/* I/O context to submit to */
+	struct backend *inner;		/* stacked backends: the one below */
+};
+
+/* One extent from map(): [pos, pos + len) is all data or all hole. */
+struct backend_extent {
+	uint64_t len;			/* > 0 */
+	bool hole;			/* reads as zeros, stores nothing */
+};
+
+struct backend_info {
+	char format[16];		/* "raw", "cow", ... */
+	uint64_t size;			/* logical bytes */
+	uint64_t allocated;		/* bytes the image uses on its host */
+};
+
+/* Engine counters per image, updated with atomics by backends/dio.c. */
+struct dio_stats {
+	uint64_t requests;	/* direct_IO_bvec calls through the engine */
+	uint64_t ios;		/* I/Os submitted (one iocb each) */
+	uint64_t segs;		/* iovecs across those I/Os */
+	uint64_t holes;		/* hole extents zero-filled without I/O */
+	uint64_t bounced;	/* requests through bounce buffers */
+	uint64_t rmw;		/* ... of which needed read-modify-write */
+};
+
+struct backend_ops {
+	const char *name;
+
+	/* Open args->path: fill b->priv and b->limits.  0 or -errno (the
+	 * backend logs why).  Required. */
+	int (*open)(struct backend *b, const struct backend_open_args *args);
+	/* Release everything open took.  Required. */
+	void (*close)(struct backend *b);
+	/* Logical size in bytes (>= 0) or -errno.  Required. */
+	int64_t (*get_size)(struct backend *b);
+	/*
+	 * Read or write iocb->ki_iter at iocb->ki_pos.  Required.
+	 * Reads at or past EOF return 0 bytes, reads crossing it are short;
+	 * writes past EOF fail with -ENOSPC unless the image is growable;
+	 * writes to a read-only image fail with -EROFS.  Any offset, length
+	 * and page offset are accepted (unaligned ones are bounced).
+	 * Returns bytes transferred, -errno, or -EIOCBQUEUED (only for an
+	 * asynchronous kiocb): ki_complete will then be called exactly once.
+	 */
+	ssize_t (*direct_IO_bvec)(struct backend *b, struct kiocb *iocb);
+
+	/* Make every write completed before the call durable.  Optional. */
+	int (*flush)(struct backend *b);
+	/* Deallocate; the range reads as zeros after.  Optional. */
+	int (*discard)(struct backend *b, uint64_t pos, uint64_t len);
+	/* Make the range read as zeros, cheaply if possible.  Optional. */
+	int (*write_zeroes)(struct backend *b, uint64_t pos, uint64_t len);
+	/* Change the logical size.  Optional. */
+	int (*resize)(struct backend *b, uint64_t size);
+	/* Describe the extent at pos (pos < size, len > 0, result clipped to
+	 * len).  Optional. */
+	int (*map)(struct backend *b, uint64_t pos, uint64_t len,
+		   struct backend_extent *ext);
+	/* Share or copy len bytes from src to dst: bytes done or -errno
+	 * (-EOPNOTSUPP / -EXDEV: the core copies).  Optional. */
+	ssize_t (*clone_range)(struct backend *src, uint64_t src_pos,
+			       struct backend *dst, uint64_t dst_pos,
+			       uint64_t len);
+	/* Fill info.  Optional. */
+	int (*info)(struct backend *b, struct backend_info *info);
+};
+
+/* An open image.  Fields above priv are the core's; the backend sets
+ * limits in open and may read the rest. */
+struct backend {
+	const struct backend_ops *ops;
+	char *path;
+	unsigned int flags;		/* enum backend_open_flags */
+	struct dioloop_aio *aio;
+	struct backend_limits limits;
+	struct range_lock_tree range_locks;	/* used by backends/dio.c */
+	struct dio_stats dio_stats;
+	void *priv;			/* the backend's */
+};
+
+/* The registry: NULL when unknown.  Tables are validated once. */
+const struct backend_ops *backend_lookup(const char *name);
+/* Names of the registered backends, NULL-terminated. */
+const char *const *backend_names(void);
+/* Validate an ops table (required ops, sane name): 0 or -EINVAL. */
+int backend_ops_check(const struct backend_ops *ops);
+
+/* Open an image with the named backend: 0 or -errno (-ENOENT for an
+ * unknown backend name). */
+int backend_open(const char *type, const struct backend_open_args *args,
+		 struct backend **out);
+void backend_close(struct backend *b);
+
+/* The core's entry points: call the op or apply the documented default. */
+int64_t backend_get_size(struct backend *b);
+ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb);
+int backend_flush(struct backend *b);
+int backend_discard(struct backend *b, uint64_t pos, uint64_t len);
+int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len);
+int backend_resize(struct backend *b, uint64_t size);
+int backend_map(struct backend *b, uint64_t pos, uint64_t len,
+		struct backend_extent *ext);
+ssize_t backend_clone_range(struct backend *src, uint64_t src_pos,
+			    struct backend *dst, uint64_t dst_pos,
+			    uint64_t len);
+int backend_info(struct backend *b, struct backend_info *info);
+
+/* Synchronous read/write of a flat buffer through direct_IO_bvec (pool-free
+ * bounce pages inside): bytes or -errno.  For tools and tests. */
+ssize_t backend_pread(struct backend *b, void *buf, size_t len, uint64_t pos);
+ssize_t backend_pwrite(struct backend *b, const void *buf, size_t len,
+		       uint64_t pos);
+
+#endif

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Byte-range locks for one image, granted in arrival order and without
+ * blocking the caller: a request that cannot have its range now is queued
+ * and its grant callback runs later, on the thread that releases the
+ * conflicting range (a completion thread).
+ *
+ * Shared ranges (aligned writes) are compatible with each other; an
+ * exclusive range (read-modify-write) conflicts with every overlapping
+ * range.  A new range also waits behind overlapping ranges queued before it,
+ * so exclusive waiters are never starved.
+ */
+#ifndef DIOLOOP_RANGE_LOCK_H
+#define DIOLOOP_RANGE_LOCK_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct range_lock;
+typedef void (*range_lock_grant_t)(struct range_lock *rl);
+
+struct range_lock {
+	uint64_t start, end;		/* [start, end) */
+	bool exclusive;
+	bool granted;			/* protected by the tree's lock */
+	range_lock_grant_t grant;	/* called once when granted later */
+	GList link;			/* in the tree's queue */
+};
+
+struct range_lock_tree {
+	GMutex lock;
+	GQueue queue;			/* held and waiting, arrival order */
+};
+
+void range_lock_tree_init(struct range_lock_tree *tree);
+void range_lock_tree_clear(struct range_lock_tree *tree);
+
+/* Fill a lock for [start, end). */
+void range_lock_init(struct range_lock *rl, uint64_t start, uint64_t end,
+		     bool exclusive, range_lock_grant_t grant);
+/* Take the range: true if granted now; false if queued, in which case
+ * rl->grant(rl) runs once it is granted. */
+bool range_lock_acquire(struct range_lock_tree *tree, struct range_lock *rl);
+/* Take the range, sleeping until it is granted. */
+void range_lock_acquire_wait(struct range_lock_tree *tree,
+			     struct range_lock *rl);
+/* Release a granted range and grant what now can go (callbacks run on the
+ * calling thread, outside the tree's lock). */
+void range_lock_release(struct range_lock_tree *tree, struct range_lock *rl);
+
+#endif
