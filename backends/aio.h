@@ -32,7 +32,9 @@ typedef void (*dioloop_aio_done_t)(struct dioloop_aio_req *req, long res);
 struct dioloop_aio_req {
 	struct iocb iocb;		/* filled by dioloop_aio_prep_*() */
 	dioloop_aio_done_t done;
-	struct dioloop_aio_req *next;	/* queue link, private to the context */
+	/* private to the context: */
+	struct dioloop_aio_req *next;	/* queue link */
+	long res;			/* result of a request io_submit refused */
 };
 
 struct dioloop_aio_stats {

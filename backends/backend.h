@@ -113,14 +113,14 @@ struct backend_info {
 	uint64_t allocated;		/* bytes the image uses on its host */
 };
 
-/* Engine counters per image, updated with atomics by backends/dio.c. */
+/* Engine counters per image, updated by backends/dio.c. */
 struct dio_stats {
-	uint64_t requests;	/* direct_IO_bvec calls through the engine */
-	uint64_t ios;		/* I/Os submitted (one iocb each) */
-	uint64_t segs;		/* iovecs across those I/Os */
-	uint64_t holes;		/* hole extents zero-filled without I/O */
-	uint64_t bounced;	/* requests through bounce buffers */
-	uint64_t rmw;		/* ... of which needed read-modify-write */
+	_Atomic uint64_t requests;	/* requests through the engine */
+	_Atomic uint64_t ios;		/* I/Os submitted (one iocb each) */
+	_Atomic uint64_t segs;		/* iovecs across those I/Os */
+	_Atomic uint64_t holes;		/* hole extents zero-filled, no I/O */
+	_Atomic uint64_t bounced;	/* requests through bounce buffers */
+	_Atomic uint64_t rmw;		/* ... that needed read-modify-write */
 };
 
 struct backend_ops {

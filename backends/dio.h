@@ -44,8 +44,12 @@ struct dio_map {
 
 /*
  * Map [pos, pos + len) of the image; pos and len are block aligned.  With
- * create (writes) the result is never a hole.  Called on the submitting
- * thread, in ascending pos order within a request.  0 or -errno.
+ * create (writes) the result is never a hole.  Called in ascending pos
+ * order within a phase, on the submitting thread or, for a write whose
+ * range was busy or for the write half of a read-modify-write, on the
+ * thread that completed the earlier I/O (a completion thread): it must not
+ * block for long.  Writes call it while holding their block range.
+ * 0 or -errno.
  */
 typedef int (*get_block_t)(struct backend *b, void *map_private,
 			   uint64_t pos, uint64_t len, bool create,
@@ -73,8 +77,10 @@ typedef void (*dio_submit_t)(struct backend *b, struct dio_io **ios, int n);
 /* Report an I/O's result: bytes done or -errno. */
 void dio_io_complete(struct dio_io *io, long res);
 
-/* Runs once when all I/O of a request is done, before the result goes to
- * the caller; returns the (possibly changed) result.  Any thread. */
+/* Runs exactly once per call with count > 0 (also when the call fails
+ * before any I/O), when all I/O of the request is done and before the
+ * result goes to the caller; returns the (possibly changed) result.  Runs
+ * on the submitting thread or a completion thread. */
 typedef ssize_t (*dio_iodone_t)(struct kiocb *iocb, void *end_io_private,
 				ssize_t res);
 
@@ -106,7 +112,9 @@ bool dio_aligned(uint64_t offset, unsigned int *blkbits,
 /*
  * Do iocb's I/O on the image as described by p.  Returns bytes transferred
  * or -errno when finished inline; -EIOCBQUEUED (asynchronous kiocb only)
- * when iocb->ki_complete will be called.  count == 0 returns 0.
+ * when iocb->ki_complete will be called.  count == 0 returns 0.  The
+ * caller's iterator is not advanced.  A synchronous kiocb on a completion
+ * thread of b->aio fails with -EDEADLK.
  */
 ssize_t blockdev_direct_IO_bvec(struct backend *b, struct kiocb *iocb,
 				const struct dio_params *p);

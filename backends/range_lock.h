@@ -24,13 +24,17 @@ struct range_lock {
 	uint64_t start, end;		/* [start, end) */
 	bool exclusive;
 	bool granted;			/* protected by the tree's lock */
-	range_lock_grant_t grant;	/* called once when granted later */
+	range_lock_grant_t grant;	/* called once when granted later;
+					 * NULL for acquire_wait */
 	GList link;			/* in the tree's queue */
 };
 
 struct range_lock_tree {
 	GMutex lock;
-	GQueue queue;			/* held and waiting, arrival order */
+	GCond cond;			/* wakes range_lock_acquire_wait() */
+	GQueue queue;			/* held and waiting, arrival order;
+					 * protected by lock */
+	unsigned int waiting;		/* queued, not granted; by lock */
 };
 
 void range_lock_tree_init(struct range_lock_tree *tree);
