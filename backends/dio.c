@@ -397,7 +397,7 @@ static void dio_submit(struct dio *dio)
 static void dio_bounce_iter(struct dio *dio, struct iov_iter *it, uint64_t pos,
 			    size_t len)
 {
-	size_t nr = dio->blen >> DIOLOOP_PAGE_SHIFT;
+	size_t nr = (dio->blen + DIOLOOP_PAGE_SIZE - 1) >> DIOLOOP_PAGE_SHIFT;
 
 	iov_iter_init_bvec(it, dio->bounce_bvec, nr, dio->blen, pos - dio->bpos);
 	it->count = len;
