@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/* dioloop: serve a directory of disk images as block nodes. */
+#include <glib.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fusefs/commands.h"
+
+#ifndef DIOLOOP_VERSION
+#define DIOLOOP_VERSION "unknown"
+#endif
+
+struct command {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv);
+};
+
+static const struct command commands[] = {
+	{ "create", "create an image", dioloop_cmd_create },
+	{ "info", "show an image's format, size and allocation", dioloop_cmd_info },
+};
+
+void dioloop_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("dioloop: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+bool dioloop_parse_args(const char *cmd, const char *params,
+			const char *summary, GOptionEntry *entries,
+			int *argc, char ***argv)
+{
+	g_autofree char *prog = g_strdup_printf("dioloop %s", cmd);
+	GOptionContext *ctx = g_option_context_new(params);
+	GError *err = NULL;
+	bool ok;
+
+	g_set_prgname(prog);
+	g_option_context_set_summary(ctx, summary);
+	g_option_context_add_main_entries(ctx, entries, NULL);
+	ok = g_option_context_parse(ctx, argc, argv, &err);
+	if (!ok) {
+		dioloop_err("%s: %s (see 'dioloop %s --help')", cmd,
+			    err->message, cmd);
+		g_error_free(err);
+	}
+	g_option_context_free(ctx);
+	return ok;
+}
+
+static void usage(FILE *out)
+{
+	size_t i;
+
+	fprintf(out, "Usage: dioloop [--version] [--help] COMMAND [ARGS...]\n\n"
+		     "Serve a directory of disk images as block nodes.\n\n"
+		     "Commands:\n");
+	for (i = 0; i < G_N_ELEMENTS(commands); i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name,
+			commands[i].summary);
+	fprintf(out, "\n'dioloop COMMAND --help' describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	size_t i;
+
+	if (argc < 2) {
+		usage(stderr);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+	    !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return DIOLOOP_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("dioloop %s\n", DIOLOOP_VERSION);
+		return DIOLOOP_EXIT_OK;
+	}
+	for (i = 0; i < G_N_ELEMENTS(commands); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	dioloop_err("unknown command '%s' (see 'dioloop --help')", argv[1]);
+	return DIOLOOP_EXIT_USAGE;
+}
