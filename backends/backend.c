@@ -1,1 +1,367 @@
-/* placeholder */
+/* SPDX-License-Identifier: MIT */
+/*
+ * The core side of the backend API: open/close, and one wrapper per op
+ * that checks what the core guarantees (read-only images, ranges inside
+ * the image) and applies the documented default when the op is NULL.
+ *
+ * Range clamping: discard, write_zeroes, map and clone_range are clamped
+ * here to the image's size, so backends see only end <= size (backend.h).
+ * A range starting at or past the end is a no-op (0 bytes), except for
+ * map, where it is -ENXIO (lseek's answer past EOF).
+ */
+#include "backends/backend.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The largest piece the synchronous helpers (pread/pwrite, the default
+ * write_zeroes) move with one direct_IO_bvec call; pieces never cross a
+ * multiple of it, so an aligned request stays aligned piece by piece. */
+#define BACKEND_CHUNK ((size_t)1 << 20)
+
+/* Open an image with the named backend.  Control thread. */
+int backend_open(const char *type, const struct backend_open_args *args,
+		 struct backend **out)
+{
+	const struct backend_ops *ops;
+	struct backend *b;
+	int ret;
+
+	*out = NULL;
+	ops = type ? backend_lookup(type) : NULL;
+	if (!ops)
+		return -ENOENT;
+	b = g_new0(struct backend, 1);
+	b->ops = ops;
+	b->path = g_strdup(args->path);
+	b->flags = args->flags;
+	b->aio = args->aio;
+	range_lock_tree_init(&b->range_locks);
+	ret = ops->open(b, args);
+	if (ret < 0) {
+		range_lock_tree_clear(&b->range_locks);
+		g_free(b->path);
+		g_free(b);
+		return ret;
+	}
+	*out = b;
+	return 0;
+}
+
+/* Close an image; every request must have completed.  Control thread. */
+void backend_close(struct backend *b)
+{
+	if (!b)
+		return;
+	b->ops->close(b);
+	range_lock_tree_clear(&b->range_locks);
+	g_free(b->path);
+	g_free(b);
+}
+
+/* Logical size or -errno.  Any thread. */
+int64_t backend_get_size(struct backend *b)
+{
+	return b->ops->get_size(b);
+}
+
+/* Checked entry to the op: any thread (see backend.h). */
+ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
+{
+	if (iocb->ki_rw != DIOLOOP_READ && iocb->ki_rw != DIOLOOP_WRITE)
+		return -EINVAL;
+	if (iocb->ki_rw == DIOLOOP_WRITE && (b->flags & BACKEND_OPEN_RDONLY))
+		return -EROFS;
+	if (!iocb->ki_iter || iov_iter_count(iocb->ki_iter) == 0)
+		return 0;
+	if (!iov_iter_is_bvec(iocb->ki_iter))
+		return -EINVAL;
+	return b->ops->direct_IO_bvec(b, iocb);
+}
+
+/* Make completed writes durable; worker thread. */
+int backend_flush(struct backend *b)
+{
+	return b->ops->flush ? b->ops->flush(b) : 0;
+}
+
+/*
+ * Clamp [pos, pos + *len) to the image: false when nothing is left (or
+ * on error, then *err is set).
+ */
+static bool backend_clamp(struct backend *b, uint64_t pos, uint64_t *len,
+			  int *err)
+{
+	int64_t size = backend_get_size(b);
+
+	*err = 0;
+	if (size < 0) {
+		*err = (int)size;
+		return false;
+	}
+	if (*len == 0 || pos >= (uint64_t)size)
+		return false;
+	if (*len > (uint64_t)size - pos)
+		*len = (uint64_t)size - pos;
+	return true;
+}
+
+/* Deallocate a range; it reads as zeros after.  Worker thread. */
+int backend_discard(struct backend *b, uint64_t pos, uint64_t len)
+{
+	int err;
+
+	if (b->flags & BACKEND_OPEN_RDONLY)
+		return -EROFS;
+	if (!backend_clamp(b, pos, &len, &err))
+		return err;
+	if (!b->ops->discard)
+		return backend_write_zeroes(b, pos, len);
+	return b->ops->discard(b, pos, len);
+}
+
+/* Fill bvec with pages of buf covering len bytes; returns the count. */
+static unsigned long backend_fill_bvec(struct bio_vec *bvec, char *buf,
+				       size_t len)
+{
+	unsigned long n = 0;
+
+	while (len) {
+		size_t l = len < DIOLOOP_PAGE_SIZE ? len : DIOLOOP_PAGE_SIZE;
+
+		bvec[n] = (struct bio_vec){
+			.bv_page = buf + n * DIOLOOP_PAGE_SIZE,
+			.bv_len = (unsigned int)l,
+			.bv_offset = 0,
+		};
+		n++;
+		len -= l;
+	}
+	return n;
+}
+
+/* Bytes of the next piece at pos: up to the next BACKEND_CHUNK multiple. */
+static size_t backend_chunk(uint64_t pos, uint64_t left)
+{
+	uint64_t n = BACKEND_CHUNK - (pos & (BACKEND_CHUNK - 1));
+
+	return (size_t)(n < left ? n : left);
+}
+
+/* One synchronous direct_IO_bvec of buf (page aligned, len <= CHUNK). */
+static ssize_t backend_sync_io(struct backend *b, int rw, char *buf,
+			       size_t len, uint64_t pos)
+{
+	struct bio_vec bvec[BACKEND_CHUNK / DIOLOOP_PAGE_SIZE];
+	struct iov_iter iter;
+	struct kiocb iocb = {
+		.ki_rw = rw,
+		.ki_pos = pos,
+		.ki_iter = &iter,
+		.ki_complete = NULL,
+	};
+	unsigned long nr = backend_fill_bvec(bvec, buf, len);
+
+	iov_iter_init_bvec(&iter, bvec, nr, len, 0);
+	return backend_direct_IO_bvec(b, &iocb);
+}
+
+/*
+ * Default write_zeroes: write a zeroed, page-aligned buffer over the range
+ * piece by piece, synchronously.  Worker thread.
+ */
+static int backend_write_zero_pages(struct backend *b, uint64_t pos,
+				    uint64_t len)
+{
+	size_t buf_len = len < BACKEND_CHUNK ? (size_t)len : BACKEND_CHUNK;
+	void *zeros;
+	int ret = 0;
+
+	buf_len = (buf_len + DIOLOOP_PAGE_SIZE - 1) & ~(DIOLOOP_PAGE_SIZE - 1);
+	if (posix_memalign(&zeros, DIOLOOP_PAGE_SIZE, buf_len))
+		return -ENOMEM;
+	memset(zeros, 0, buf_len);
+	while (len) {
+		size_t n = backend_chunk(pos, len);
+		ssize_t res = backend_sync_io(b, DIOLOOP_WRITE, zeros, n, pos);
+
+		if (res < 0) {
+			ret = (int)res;
+			break;
+		}
+		if ((size_t)res != n) {
+			/* direct_IO_bvec writes all or fails. */
+			ret = -EIO;
+			break;
+		}
+		pos += n;
+		len -= n;
+	}
+	free(zeros);
+	return ret;
+}
+
+/* Make a range read as zeros.  Worker thread. */
+int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
+{
+	int err;
+
+	if (b->flags & BACKEND_OPEN_RDONLY)
+		return -EROFS;
+	if (!backend_clamp(b, pos, &len, &err))
+		return err;
+	if (!b->ops->write_zeroes)
+		return backend_write_zero_pages(b, pos, len);
+	return b->ops->write_zeroes(b, pos, len);
+}
+
+/* Change the logical size.  Worker thread, no direct I/O in flight. */
+int backend_resize(struct backend *b, uint64_t size)
+{
+	if (!b->ops->resize)
+		return -EOPNOTSUPP;
+	if (b->flags & BACKEND_OPEN_RDONLY)
+		return -EROFS;
+	if (size > INT64_MAX)
+		return -EFBIG;
+	return b->ops->resize(b, size);
+}
+
+/*
+ * Describe the extent at pos, clipped to len and the image: 0, -ENXIO at
+ * or past the end, -EINVAL for len 0.  Worker thread.
+ */
+int backend_map(struct backend *b, uint64_t pos, uint64_t len,
+		struct backend_extent *ext)
+{
+	int64_t size = backend_get_size(b);
+	uint64_t want;
+	int ret;
+
+	if (size < 0)
+		return (int)size;
+	if (len == 0)
+		return -EINVAL;
+	if (pos >= (uint64_t)size)
+		return -ENXIO;
+	want = (uint64_t)size - pos < len ? (uint64_t)size - pos : len;
+	if (!b->ops->map) {
+		ext->len = want;
+		ext->hole = false;
+		return 0;
+	}
+	ret = b->ops->map(b, pos, want, ext);
+	if (ret < 0)
+		return ret;
+	if (ext->len == 0) {
+		g_warning("%s: map returned an empty extent at %llu",
+			  b->path ? b->path : b->ops->name,
+			  (unsigned long long)pos);
+		return -EIO;
+	}
+	if (ext->len > want)
+		ext->len = want;
+	return 0;
+}
+
+/*
+ * Share or copy len bytes from src to dst (same backend type): bytes done
+ * or -errno; -EOPNOTSUPP / -EXDEV mean the caller copies.  Worker thread.
+ */
+ssize_t backend_clone_range(struct backend *src, uint64_t src_pos,
+			    struct backend *dst, uint64_t dst_pos,
+			    uint64_t len)
+{
+	int err;
+
+	if (!src->ops->clone_range)
+		return -EOPNOTSUPP;
+	if (src->ops != dst->ops)
+		return -EXDEV;
+	if (dst->flags & BACKEND_OPEN_RDONLY)
+		return -EROFS;
+	if (!backend_clamp(src, src_pos, &len, &err) ||
+	    !backend_clamp(dst, dst_pos, &len, &err))
+		return err;
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	return src->ops->clone_range(src, src_pos, dst, dst_pos, len);
+}
+
+/* Describe the image.  Worker thread. */
+int backend_info(struct backend *b, struct backend_info *info)
+{
+	int64_t size;
+
+	memset(info, 0, sizeof(*info));
+	if (b->ops->info)
+		return b->ops->info(b, info);
+	size = backend_get_size(b);
+	if (size < 0)
+		return (int)size;
+	g_strlcpy(info->format, b->ops->name, sizeof(info->format));
+	info->size = (uint64_t)size;
+	info->allocated = (uint64_t)size;
+	return 0;
+}
+
+/*
+ * Synchronous read or write of a flat buffer through page-aligned bounce
+ * pages, piece by piece.  Like pread/pwrite: the bytes done, or -errno if
+ * the first piece failed; a read stops at EOF.
+ */
+static ssize_t backend_rw_buf(struct backend *b, int rw, void *buf,
+			      size_t len, uint64_t pos)
+{
+	size_t done = 0, bounce_len;
+	void *bounce;
+	ssize_t ret = 0;
+
+	if (len == 0)
+		return 0;
+	if (len > SSIZE_MAX || pos > INT64_MAX || len > INT64_MAX - pos)
+		return -EINVAL;
+	bounce_len = len < BACKEND_CHUNK ? len : BACKEND_CHUNK;
+	bounce_len = (bounce_len + DIOLOOP_PAGE_SIZE - 1) &
+		     ~(DIOLOOP_PAGE_SIZE - 1);
+	if (posix_memalign(&bounce, DIOLOOP_PAGE_SIZE, bounce_len))
+		return -ENOMEM;
+	while (done < len) {
+		size_t n = backend_chunk(pos + done, len - done);
+
+		if (rw == DIOLOOP_WRITE)
+			memcpy(bounce, (const char *)buf + done, n);
+		ret = backend_sync_io(b, rw, bounce, n, pos + done);
+		if (ret < 0)
+			break;
+		if (rw == DIOLOOP_READ)
+			memcpy((char *)buf + done, bounce, (size_t)ret);
+		done += (size_t)ret;
+		if ((size_t)ret < n) {
+			/* Reads: EOF.  Writes: direct_IO_bvec writes all or
+			 * fails, so this is the backend's bug. */
+			if (rw == DIOLOOP_WRITE)
+				ret = -EIO;
+			break;
+		}
+	}
+	free(bounce);
+	if (done)
+		return (ssize_t)done;
+	return ret < 0 ? ret : 0;
+}
+
+/* Synchronous read for tools and tests; any thread but a completion one. */
+ssize_t backend_pread(struct backend *b, void *buf, size_t len, uint64_t pos)
+{
+	return backend_rw_buf(b, DIOLOOP_READ, buf, len, pos);
+}
+
+/* Synchronous write for tools and tests; any thread but a completion one. */
+ssize_t backend_pwrite(struct backend *b, const void *buf, size_t len,
+		       uint64_t pos)
+{
+	return backend_rw_buf(b, DIOLOOP_WRITE, (void *)buf, len, pos);
+}

@@ -74,7 +74,8 @@ struct dio {
 	int nr_ios, cap_ios;
 	struct iovec *iovs;
 	int nr_iovs, cap_iovs;
-	int *io_first_iov;
+	int *io_first_iov;		/* per I/O: index of its first iovec */
+	int cap_first_iov;
 
 	/* Synchronous callers sleep here until the operation ends. */
 	GMutex wait_lock;
@@ -274,14 +275,10 @@ static void dio_add_piece(struct dio *dio, int fd, uint64_t phys, char *addr,
 			return;
 		}
 	}
-	{
-		int cap = dio->cap_ios;
-
-		dio->ios = dio_grow(dio->ios, &dio->cap_ios, dio->nr_ios + 1,
-				    sizeof(*dio->ios));
-		dio->io_first_iov = dio_grow(dio->io_first_iov, &cap,
-					     dio->nr_ios + 1, sizeof(int));
-	}
+	dio->ios = dio_grow(dio->ios, &dio->cap_ios, dio->nr_ios + 1,
+			    sizeof(*dio->ios));
+	dio->io_first_iov = dio_grow(dio->io_first_iov, &dio->cap_first_iov,
+				     dio->nr_ios + 1, sizeof(int));
 	io = &dio->ios[dio->nr_ios];
 	memset(io, 0, sizeof(*io));
 	io->dio = dio;

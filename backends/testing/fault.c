@@ -1,1 +1,465 @@
-/* placeholder */
+/* SPDX-License-Identifier: MIT */
+/*
+ * The "fault" stackable backend (see fault.h): forwards every op to the
+ * backend below through the core wrappers, after asking its rules whether
+ * to fail the op and how long to delay it.
+ *
+ * Delayed asynchronous requests: a struct fault_req wraps the caller's
+ * kiocb; the inner backend gets the wrapper's own kiocb (same iterator and
+ * position, our callback).  When the inner result is known (inline or
+ * through the callback) the wrapper goes on the delay queue, ordered by due
+ * time, and the delay thread calls the caller's ki_complete once it is due,
+ * then frees the wrapper.  So the caller's completion runs exactly once,
+ * always on the delay thread, never on the submitting thread.
+ *
+ * Locking: f->lock guards the rules and counters (held only to decide, never
+ * across an inner op).  f->delay_lock guards the delay queue and stopping.
+ */
+#include "backends/testing/fault.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+struct fault_rule_state {
+	struct fault_rule rule;
+	uint64_t seen;			/* matching ops so far */
+	uint64_t rng;			/* splitmix64 state for fraction */
+};
+
+struct fault {
+	struct backend *inner;		/* owned */
+
+	GMutex lock;
+	GArray *rules;			/* of fault_rule_state; by lock */
+	struct fault_stats stats;	/* by lock */
+
+	GMutex delay_lock;
+	GCond delay_cond;
+	GQueue delayed;			/* fault_req, ascending due; by
+					 * delay_lock */
+	bool stopping;			/* by delay_lock */
+	GThread *delay_thread;
+};
+
+/* An asynchronous request held back by latency. */
+struct fault_req {
+	struct kiocb iocb;		/* what the inner backend sees */
+	struct kiocb *orig;		/* the caller's */
+	struct fault *f;
+	unsigned int latency_us;
+	ssize_t res;			/* the result to deliver */
+	gint64 due;			/* monotonic time to deliver at */
+	GList link;			/* in f->delayed */
+};
+
+/* What the rules decided for one op. */
+struct fault_verdict {
+	int error;			/* positive errno, 0 = pass */
+	unsigned int latency_us;
+};
+
+static uint64_t fault_rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* True if [pos, pos + len) touches the rule's range (or it has none). */
+static bool fault_rule_touches(const struct fault_rule *r, uint64_t pos,
+			       uint64_t len)
+{
+	uint64_t r_end, end;
+
+	if (!r->range_len)
+		return true;
+	r_end = r->range_start + r->range_len;
+	if (r_end < r->range_start)
+		r_end = UINT64_MAX;
+	end = pos + (len ? len : 1);
+	if (end < pos)
+		end = UINT64_MAX;
+	return pos < r_end && r->range_start < end;
+}
+
+/* True if the rule picks this matching op (its seen already counts it). */
+static bool fault_rule_picks(struct fault_rule_state *rs)
+{
+	const struct fault_rule *r = &rs->rule;
+	bool picked = false;
+
+	if (!r->nth && !r->every && r->fraction <= 0)
+		return true;
+	if (r->nth && rs->seen == r->nth)
+		picked = true;
+	if (r->every && rs->seen % r->every == 0)
+		picked = true;
+	if (r->fraction > 0) {
+		double x = (double)(fault_rng_next(&rs->rng) >> 11) * 0x1.0p-53;
+
+		if (x < r->fraction)
+			picked = true;
+	}
+	return picked;
+}
+
+/*
+ * Run the rules over one op of kind (with a byte range when ranged) and
+ * count it.  Any thread.
+ */
+static struct fault_verdict fault_decide(struct fault *f,
+					 enum fault_op_kind kind, bool ranged,
+					 uint64_t pos, uint64_t len)
+{
+	struct fault_verdict v = { 0, 0 };
+	guint i;
+
+	g_mutex_lock(&f->lock);
+	f->stats.ops[kind]++;
+	for (i = 0; i < f->rules->len; i++) {
+		struct fault_rule_state *rs =
+			&g_array_index(f->rules, struct fault_rule_state, i);
+		const struct fault_rule *r = &rs->rule;
+
+		if (!(r->ops & FAULT_OP(kind)))
+			continue;
+		if (ranged && !fault_rule_touches(r, pos, len))
+			continue;
+		rs->seen++;
+		v.latency_us += r->latency_us;
+		if (fault_rule_picks(rs) && r->error && !v.error)
+			v.error = r->error;
+	}
+	if (v.error)
+		f->stats.injected[kind]++;
+	if (v.latency_us)
+		f->stats.delayed[kind]++;
+	g_mutex_unlock(&f->lock);
+	return v;
+}
+
+/* Deliver due requests' completions until stopped with nothing left. */
+static gpointer fault_delay_thread(gpointer data)
+{
+	struct fault *f = data;
+
+	g_mutex_lock(&f->delay_lock);
+	for (;;) {
+		GList *head = g_queue_peek_head_link(&f->delayed);
+		struct fault_req *req;
+		struct kiocb *orig;
+
+		if (!head) {
+			if (f->stopping)
+				break;
+			g_cond_wait(&f->delay_cond, &f->delay_lock);
+			continue;
+		}
+		req = head->data;
+		if (req->due > g_get_monotonic_time()) {
+			g_cond_wait_until(&f->delay_cond, &f->delay_lock,
+					  req->due);
+			continue;
+		}
+		g_queue_unlink(&f->delayed, head);
+		g_mutex_unlock(&f->delay_lock);
+		orig = req->orig;
+		orig->ki_complete(orig, req->res);
+		g_free(req);
+		g_mutex_lock(&f->delay_lock);
+	}
+	g_mutex_unlock(&f->delay_lock);
+	return NULL;
+}
+
+/* Queue req to complete with res after its latency.  Any thread. */
+static void fault_delay(struct fault_req *req, ssize_t res)
+{
+	struct fault *f = req->f;
+	GList *l;
+
+	req->res = res;
+	req->due = g_get_monotonic_time() + req->latency_us;
+	req->link.data = req;
+	g_mutex_lock(&f->delay_lock);
+	/* Usually the latest due: look from the tail. */
+	for (l = f->delayed.tail; l; l = l->prev)
+		if (((struct fault_req *)l->data)->due <= req->due)
+			break;
+	if (l)
+		g_queue_insert_after_link(&f->delayed, l, &req->link);
+	else
+		g_queue_push_head_link(&f->delayed, &req->link);
+	g_cond_signal(&f->delay_cond);
+	g_mutex_unlock(&f->delay_lock);
+}
+
+/* The inner backend finished a delayed request: hold it back.  Inner
+ * completion thread. */
+static void fault_inner_done(struct kiocb *iocb, ssize_t res)
+{
+	fault_delay(iocb->ki_private, res);
+}
+
+/* Open over args->inner, start the delay thread.  Control thread. */
+static int fault_open(struct backend *b, const struct backend_open_args *args)
+{
+	GError *err = NULL;
+	struct fault *f;
+
+	if (!args->inner) {
+		g_warning("fault: no inner backend to wrap");
+		return -EINVAL;
+	}
+	f = g_new0(struct fault, 1);
+	f->inner = args->inner;
+	g_mutex_init(&f->lock);
+	f->rules = g_array_new(FALSE, TRUE, sizeof(struct fault_rule_state));
+	g_mutex_init(&f->delay_lock);
+	g_cond_init(&f->delay_cond);
+	g_queue_init(&f->delayed);
+	f->delay_thread = g_thread_try_new("fault-delay", fault_delay_thread,
+					   f, &err);
+	if (!f->delay_thread) {
+		g_warning("fault: cannot start the delay thread: %s",
+			  err->message);
+		g_error_free(err);
+		g_array_free(f->rules, TRUE);
+		g_mutex_clear(&f->lock);
+		g_mutex_clear(&f->delay_lock);
+		g_cond_clear(&f->delay_cond);
+		g_free(f);
+		return -EAGAIN;
+	}
+	b->limits = f->inner->limits;
+	b->priv = f;
+	return 0;
+}
+
+/* Stop the delay thread, close inner.  Control thread, nothing in
+ * flight. */
+static void fault_close(struct backend *b)
+{
+	struct fault *f = b->priv;
+
+	g_mutex_lock(&f->delay_lock);
+	f->stopping = true;
+	g_cond_signal(&f->delay_cond);
+	g_mutex_unlock(&f->delay_lock);
+	g_thread_join(f->delay_thread);
+	g_assert(g_queue_is_empty(&f->delayed));
+	backend_close(f->inner);
+	g_array_free(f->rules, TRUE);
+	g_mutex_clear(&f->lock);
+	g_mutex_clear(&f->delay_lock);
+	g_cond_clear(&f->delay_cond);
+	g_free(f);
+	b->priv = NULL;
+}
+
+static int64_t fault_get_size(struct backend *b)
+{
+	struct fault *f = b->priv;
+
+	return backend_get_size(f->inner);
+}
+
+/*
+ * Forward a read or write, failing or delaying it as the rules say.  Any
+ * thread; an asynchronous kiocb is never slept on.
+ */
+static ssize_t fault_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
+{
+	struct fault *f = b->priv;
+	enum fault_op_kind kind = iocb->ki_rw == DIOLOOP_WRITE ?
+				  FAULT_KIND_WRITE : FAULT_KIND_READ;
+	struct fault_verdict v = fault_decide(f, kind, true, iocb->ki_pos,
+					      iov_iter_count(iocb->ki_iter));
+	struct fault_req *req;
+	ssize_t ret;
+
+	if (!v.latency_us || is_sync_kiocb(iocb)) {
+		if (v.latency_us)
+			g_usleep(v.latency_us);
+		if (v.error)
+			return -v.error;
+		return backend_direct_IO_bvec(f->inner, iocb);
+	}
+
+	req = g_new0(struct fault_req, 1);
+	req->orig = iocb;
+	req->f = f;
+	req->latency_us = v.latency_us;
+	if (v.error) {
+		fault_delay(req, -v.error);
+		return -EIOCBQUEUED;
+	}
+	req->iocb = *iocb;
+	req->iocb.ki_complete = fault_inner_done;
+	req->iocb.ki_private = req;
+	ret = backend_direct_IO_bvec(f->inner, &req->iocb);
+	/* On -EIOCBQUEUED req may already be on its way: hands off. */
+	if (ret != -EIOCBQUEUED)
+		fault_delay(req, ret);
+	return -EIOCBQUEUED;
+}
+
+/* Apply a verdict to a blocking op: sleep, then 0 or -error.  Worker
+ * thread. */
+static int fault_verdict_block(struct fault_verdict v)
+{
+	if (v.latency_us)
+		g_usleep(v.latency_us);
+	return v.error ? -v.error : 0;
+}
+
+/* Forward flush.  Worker thread. */
+static int fault_flush(struct backend *b)
+{
+	struct fault *f = b->priv;
+	int ret = fault_verdict_block(fault_decide(f, FAULT_KIND_FLUSH, false,
+						   0, 0));
+
+	return ret ? ret : backend_flush(f->inner);
+}
+
+/* Forward discard.  Worker thread. */
+static int fault_discard(struct backend *b, uint64_t pos, uint64_t len)
+{
+	struct fault *f = b->priv;
+	int ret = fault_verdict_block(fault_decide(f, FAULT_KIND_DISCARD, true,
+						   pos, len));
+
+	return ret ? ret : backend_discard(f->inner, pos, len);
+}
+
+/* Forward write_zeroes.  Worker thread. */
+static int fault_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
+{
+	struct fault *f = b->priv;
+	int ret = fault_verdict_block(fault_decide(f, FAULT_KIND_WRITE_ZEROES,
+						   true, pos, len));
+
+	return ret ? ret : backend_write_zeroes(f->inner, pos, len);
+}
+
+/* Forward resize.  Worker thread, no direct I/O in flight. */
+static int fault_resize(struct backend *b, uint64_t size)
+{
+	struct fault *f = b->priv;
+	int ret = fault_verdict_block(fault_decide(f, FAULT_KIND_RESIZE, false,
+						   0, 0));
+
+	return ret ? ret : backend_resize(f->inner, size);
+}
+
+/* Forward map.  Worker thread. */
+static int fault_map(struct backend *b, uint64_t pos, uint64_t len,
+		     struct backend_extent *ext)
+{
+	struct fault *f = b->priv;
+	int ret = fault_verdict_block(fault_decide(f, FAULT_KIND_MAP, true,
+						   pos, len));
+
+	return ret ? ret : backend_map(f->inner, pos, len, ext);
+}
+
+/* Forward clone_range between two fault backends to their inners; the
+ * destination's rules decide.  Worker thread. */
+static ssize_t fault_clone_range(struct backend *src, uint64_t src_pos,
+				 struct backend *dst, uint64_t dst_pos,
+				 uint64_t len)
+{
+	struct fault *fs = src->priv, *fd = dst->priv;
+	int ret = fault_verdict_block(fault_decide(fd, FAULT_KIND_CLONE_RANGE,
+						   true, dst_pos, len));
+
+	if (ret)
+		return ret;
+	return backend_clone_range(fs->inner, src_pos, fd->inner, dst_pos,
+				   len);
+}
+
+/* The inner backend's info.  Worker thread. */
+static int fault_info(struct backend *b, struct backend_info *info)
+{
+	struct fault *f = b->priv;
+
+	return backend_info(f->inner, info);
+}
+
+const struct backend_ops fault_backend_ops = {
+	.name = "fault",
+	.open = fault_open,
+	.close = fault_close,
+	.get_size = fault_get_size,
+	.direct_IO_bvec = fault_direct_IO_bvec,
+	.flush = fault_flush,
+	.discard = fault_discard,
+	.write_zeroes = fault_write_zeroes,
+	.resize = fault_resize,
+	.map = fault_map,
+	.clone_range = fault_clone_range,
+	.info = fault_info,
+};
+
+int fault_backend_add_rule(struct backend *b, const struct fault_rule *r)
+{
+	struct fault *f;
+	struct fault_rule_state rs = { .rule = *r };
+
+	if (!b || b->ops != &fault_backend_ops)
+		return -EINVAL;
+	if (!r->ops || (r->ops & ~(unsigned int)FAULT_OP_ALL) ||
+	    r->error < 0 || r->error > 4095 ||
+	    isnan(r->fraction) || r->fraction < 0 || r->fraction > 1 ||
+	    (!r->error && !r->latency_us))
+		return -EINVAL;
+	f = b->priv;
+	rs.rng = r->seed ? r->seed : 0x5eed5eed5eed5eedULL;
+	g_mutex_lock(&f->lock);
+	g_array_append_val(f->rules, rs);
+	g_mutex_unlock(&f->lock);
+	return 0;
+}
+
+void fault_backend_clear(struct backend *b)
+{
+	struct fault *f = b->priv;
+
+	g_assert(b->ops == &fault_backend_ops);
+	g_mutex_lock(&f->lock);
+	g_array_set_size(f->rules, 0);
+	g_mutex_unlock(&f->lock);
+}
+
+void fault_backend_get_stats(struct backend *b, struct fault_stats *st)
+{
+	struct fault *f = b->priv;
+
+	g_assert(b->ops == &fault_backend_ops);
+	g_mutex_lock(&f->lock);
+	*st = f->stats;
+	g_mutex_unlock(&f->lock);
+}
+
+void fault_backend_reset_stats(struct backend *b)
+{
+	struct fault *f = b->priv;
+
+	g_assert(b->ops == &fault_backend_ops);
+	g_mutex_lock(&f->lock);
+	memset(&f->stats, 0, sizeof(f->stats));
+	g_mutex_unlock(&f->lock);
+}
+
+struct backend *fault_backend_inner(struct backend *b)
+{
+	struct fault *f = b->priv;
+
+	g_assert(b->ops == &fault_backend_ops);
+	return f->inner;
+}

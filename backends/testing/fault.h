@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * "fault": a stackable backend that forwards every op to the backend below
+ * it and injects errors and latency by rule.
+ *
+ * Open with backend_open("fault", args) and args->inner = the backend to
+ * wrap (args->path is only a label).  On success the fault backend owns
+ * inner and closes it in its close; if open fails, inner still belongs to
+ * the caller.  Limits are copied from inner.
+ *
+ * A rule matches an op when the op's kind is in rule->ops and, for ops
+ * with a byte range (read, write, discard, write_zeroes, map, clone_range),
+ * the range touches [range_start, range_start + range_len) (range_len 0:
+ * anywhere; ops without a range, such as flush or resize, ignore it).
+ *
+ * Of the matching ops, a rule fails (returns -error) those picked by its
+ * triggers: the nth one (nth), every kth one (every), a random fraction
+ * (fraction, from the rule's own PRNG seeded with seed); any trigger that
+ * is set may pick an op; a rule with no trigger set picks every matching
+ * op.  latency_us is added to every matching op, picked or not.  Rules are
+ * checked in the order added: the first rule that picks an op gives the
+ * error, latencies of all matching rules add up.
+ *
+ * Latency: a synchronous caller sleeps; an asynchronous kiocb is never
+ * blocked on: its completion (or the injected error, or a result the inner
+ * backend returned inline) is delivered later by the fault backend's delay
+ * thread, and direct_IO_bvec returns -EIOCBQUEUED.  Without latency an
+ * injected error is returned inline (no callback).
+ *
+ * Threads: rules may be added, cleared and counters read from any thread
+ * while I/O runs (one mutex).  Delayed completions run on the delay
+ * thread, which close joins: never close from a completion callback.
+ */
+#ifndef DIOLOOP_TESTING_FAULT_H
+#define DIOLOOP_TESTING_FAULT_H
+
+#include <stdint.h>
+
+#include "backends/backend.h"
+
+extern const struct backend_ops fault_backend_ops;
+
+/* Kinds of op a rule can match; FAULT_OP(kind) is its bit in rule->ops. */
+enum fault_op_kind {
+	FAULT_KIND_READ,
+	FAULT_KIND_WRITE,
+	FAULT_KIND_FLUSH,
+	FAULT_KIND_DISCARD,
+	FAULT_KIND_WRITE_ZEROES,
+	FAULT_KIND_RESIZE,
+	FAULT_KIND_MAP,
+	FAULT_KIND_CLONE_RANGE,	/* matched on the destination's range */
+	FAULT_KIND_NR
+};
+
+#define FAULT_OP(kind) (1u << (kind))
+
+enum {
+	FAULT_OP_READ = FAULT_OP(FAULT_KIND_READ),
+	FAULT_OP_WRITE = FAULT_OP(FAULT_KIND_WRITE),
+	FAULT_OP_FLUSH = FAULT_OP(FAULT_KIND_FLUSH),
+	FAULT_OP_DISCARD = FAULT_OP(FAULT_KIND_DISCARD),
+	FAULT_OP_WRITE_ZEROES = FAULT_OP(FAULT_KIND_WRITE_ZEROES),
+	FAULT_OP_RESIZE = FAULT_OP(FAULT_KIND_RESIZE),
+	FAULT_OP_MAP = FAULT_OP(FAULT_KIND_MAP),
+	FAULT_OP_CLONE_RANGE = FAULT_OP(FAULT_KIND_CLONE_RANGE),
+	FAULT_OP_ALL = FAULT_OP(FAULT_KIND_NR) - 1,
+};
+
+struct fault_rule {
+	unsigned int ops;	/* FAULT_OP_* bits, != 0 */
+	uint64_t nth;		/* pick the nth matching op (1-based); 0 off */
+	uint64_t every;		/* pick every kth matching op; 0 off */
+	double fraction;	/* pick this fraction, 0..1; 0 off */
+	uint64_t seed;		/* PRNG seed for fraction */
+	uint64_t range_start;	/* only ops touching this byte range... */
+	uint64_t range_len;	/* ...; 0 = any */
+	int error;		/* positive errno for picked ops; 0 none */
+	unsigned int latency_us;	/* added to every matching op */
+};
+
+struct fault_stats {
+	uint64_t ops[FAULT_KIND_NR];		/* ops seen */
+	uint64_t injected[FAULT_KIND_NR];	/* ops failed by a rule */
+	uint64_t delayed[FAULT_KIND_NR];	/* ops given latency */
+};
+
+/* Add a rule (copied): 0, -EINVAL for a rule that names no op, has an
+ * error that is not a positive errno, a fraction outside [0, 1] or does
+ * nothing (no error and no latency). */
+int fault_backend_add_rule(struct backend *b, const struct fault_rule *r);
+/* Remove every rule; later ops pass straight through.  Counters stay. */
+void fault_backend_clear(struct backend *b);
+/* A snapshot of the counters / zero them. */
+void fault_backend_get_stats(struct backend *b, struct fault_stats *st);
+void fault_backend_reset_stats(struct backend *b);
+/* The wrapped backend (still owned by the fault backend). */
+struct backend *fault_backend_inner(struct backend *b);
+
+#endif
