@@ -136,7 +136,8 @@ struct backend_ops {
 	/*
 	 * Read or write iocb->ki_iter at iocb->ki_pos.  Required.
 	 * Reads at or past EOF return 0 bytes, reads crossing it are short;
-	 * writes past EOF fail with -ENOSPC unless the image is growable;
+	 * writes that reach past EOF fail whole with -ENOSPC (nothing is
+	 * written) unless the image is growable;
 	 * writes to a read-only image fail with -EROFS.  Any offset, length
 	 * and page offset are accepted (unaligned ones are bounced).
 	 * Returns bytes transferred, -errno, or -EIOCBQUEUED (only for an

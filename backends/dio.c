@@ -339,6 +339,10 @@ static int dio_build(struct dio *dio, uint64_t pos, size_t len,
 				}
 				map_pos = pos;
 				have_map = true;
+				/* Without DIO_SKIP_HOLES a hole is read from
+				 * the target like data. */
+				if (map.hole && !(dio->p.flags & DIO_SKIP_HOLES))
+					map.hole = false;
 				if (map.hole)
 					atomic_fetch_add(&b->dio_stats.holes, 1);
 			}

@@ -44,7 +44,9 @@ struct dio_map {
 
 /*
  * Map [pos, pos + len) of the image; pos and len are block aligned.  With
- * create (writes) the result is never a hole.  Called in ascending pos
+ * create (writes) the result is never a hole.  A write's map_private must
+ * also serve create == false lookups: the read half of a read-modify-write
+ * maps the partial blocks without creating them.  Called in ascending pos
  * order within a phase, on the submitting thread or, for a write whose
  * range was busy or for the write half of a read-modify-write, on the
  * thread that completed the earlier I/O (a completion thread): it must not
@@ -85,7 +87,9 @@ typedef ssize_t (*dio_iodone_t)(struct kiocb *iocb, void *end_io_private,
 				ssize_t res);
 
 enum dio_flags {
-	DIO_SKIP_HOLES = 1 << 0,	/* reads of holes: zeros without I/O */
+	/* Reads of holes: zeros without I/O.  Without it a hole is read
+	 * from map.fd at map.phys like data. */
+	DIO_SKIP_HOLES = 1 << 0,
 };
 
 struct dio_params {
@@ -93,7 +97,9 @@ struct dio_params {
 	unsigned int blkbits;		/* log2 of the fs block size */
 	unsigned int dev_blkbits;	/* log2 of the logical block size:
 					 * the least alignment direct I/O
-					 * accepts */
+					 * accepts, for offsets, lengths and
+					 * memory alike (so it must be at
+					 * least limits.mem_alignment) */
 	get_block_t get_block;
 	void *map_private;
 	dio_submit_t submit_io;		/* NULL: libaio via b->aio */

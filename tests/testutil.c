@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "tests/testutil.h"
 
+#include <errno.h>
 #include <ftw.h>
 #include <string.h>
 #include <glib.h>
@@ -92,14 +93,30 @@ void test_rmdir_r(const char *dir)
 		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/*
+ * Every test's temporary directory goes under one per run, removed at the
+ * end even when a failed assertion ended a test before its cleanup.
+ */
 int test_run_suite(Suite *s)
 {
-	SRunner *sr = srunner_create(s);
+	const char *base = getenv("TMPDIR");
+	char *tmpl = g_build_filename(base && *base ? base : "/tmp",
+				      "dioloop-check-XXXXXX", NULL);
+	SRunner *sr;
 	int failed;
 
 	test_seed();
+	if (!mkdtemp(tmpl)) {
+		fprintf(stderr, "mkdtemp %s: %s\n", tmpl, g_strerror(errno));
+		g_free(tmpl);
+		return EXIT_FAILURE;
+	}
+	setenv("TMPDIR", tmpl, 1);
+	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	test_rmdir_r(tmpl);
+	g_free(tmpl);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

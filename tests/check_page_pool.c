@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: MIT */
+/* Page pool: alignment, cap, all-or-nothing, stats, reuse, threads. */
+#include <check.h>
+#include <errno.h>
+#include <glib.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iter/iov_iter.h"
+#include "iter/page_pool.h"
+#include "tests/testutil.h"
+
+static struct dioloop_page_pool *pool_new_or_fail(size_t prealloc, size_t cap)
+{
+	struct dioloop_page_pool *pool = NULL;
+	int ret = dioloop_page_pool_new(prealloc, cap, &pool);
+
+	ck_assert_msg(ret == 0 && pool,
+		      "expected a pool (prealloc %zu, cap %zu), got %d",
+		      prealloc, cap, ret);
+	return pool;
+}
+
+static struct dioloop_page_pool_stats pool_stats(struct dioloop_page_pool *p)
+{
+	struct dioloop_page_pool_stats st;
+
+	dioloop_page_pool_get_stats(p, &st);
+	return st;
+}
+
+static bool page_aligned(const void *page)
+{
+	return ((uintptr_t)page & (DIOLOOP_PAGE_SIZE - 1)) == 0;
+}
+
+START_TEST(test_page_pool_new_invalid)
+{
+	struct dioloop_page_pool *pool = (void *)&pool;
+
+	ck_assert_msg(dioloop_page_pool_new(0, 0, &pool) == -EINVAL,
+		      "expected -EINVAL for cap 0");
+	ck_assert_msg(dioloop_page_pool_new(5, 4, &pool) == -EINVAL,
+		      "expected -EINVAL for prealloc > cap");
+	ck_assert_msg(pool == (void *)&pool,
+		      "expected *out untouched on error");
+	dioloop_page_pool_free(NULL);
+}
+END_TEST
+
+/* Every page is aligned, distinct and a whole page of its own. */
+START_TEST(test_page_pool_alignment)
+{
+	struct test_rng r;
+	size_t cap, prealloc, n, k;
+	struct dioloop_page_pool *pool;
+	unsigned char **pages;
+	GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+
+	test_rng_init(&r, 1);
+	cap = test_rng_range(&r, 1, 300);
+	prealloc = test_rng_range(&r, 0, cap);
+	pool = pool_new_or_fail(prealloc, cap);
+	pages = g_new(unsigned char *, cap);
+	for (n = 0; n < cap; n++) {
+		pages[n] = dioloop_page_pool_get(pool);
+		ck_assert_msg(pages[n] != NULL,
+			      "expected page %zu of cap %zu", n, cap);
+		ck_assert_msg(page_aligned(pages[n]),
+			      "expected page %p aligned to %zu", pages[n],
+			      DIOLOOP_PAGE_SIZE);
+		ck_assert_msg(g_hash_table_add(seen, pages[n]),
+			      "expected page %p handed out once", pages[n]);
+		memset(pages[n], (int)(n & 0xff), DIOLOOP_PAGE_SIZE);
+	}
+	/* Pages overlapping would have overwritten each other's pattern. */
+	for (n = 0; n < cap; n++) {
+		for (k = 0; k < DIOLOOP_PAGE_SIZE; k++)
+			if (pages[n][k] != (unsigned char)(n & 0xff))
+				break;
+		ck_assert_msg(k == DIOLOOP_PAGE_SIZE,
+			      "expected page %zu to keep its pattern (pages "
+			      "don't overlap)", n);
+	}
+	for (n = 0; n < cap; n++)
+		dioloop_page_pool_put(pool, pages[n]);
+	dioloop_page_pool_free(pool);
+	g_hash_table_destroy(seen);
+	g_free(pages);
+}
+END_TEST
+
+START_TEST(test_page_pool_get_until_cap)
+{
+	static const size_t caps[] = { 1, 63, 64, 65, 130 };
+	size_t c;
+
+	for (c = 0; c < G_N_ELEMENTS(caps); c++) {
+		size_t cap = caps[c], n;
+		struct dioloop_page_pool *pool = pool_new_or_fail(0, cap);
+		void **pages = g_new(void *, cap);
+		struct dioloop_page_pool_stats st;
+		void *again;
+
+		for (n = 0; n < cap; n++) {
+			pages[n] = dioloop_page_pool_get(pool);
+			ck_assert_msg(pages[n] != NULL,
+				      "cap %zu: expected page %zu", cap, n);
+		}
+		ck_assert_msg(dioloop_page_pool_get(pool) == NULL,
+			      "cap %zu: expected NULL once cap pages are out",
+			      cap);
+		st = pool_stats(pool);
+		ck_assert_msg(st.in_use == cap && st.allocated == cap &&
+			      st.cap == cap && st.high_water == cap,
+			      "cap %zu: expected in_use = allocated = "
+			      "high_water = cap, got %zu/%zu/%zu", cap,
+			      st.in_use, st.allocated, st.high_water);
+		dioloop_page_pool_put(pool, pages[cap / 2]);
+		again = dioloop_page_pool_get(pool);
+		ck_assert_msg(again == pages[cap / 2],
+			      "cap %zu: expected the page just put back", cap);
+		dioloop_page_pool_put_many(pool, pages, cap);
+		ck_assert_msg(pool_stats(pool).in_use == 0,
+			      "expected in_use 0 after putting all back");
+		dioloop_page_pool_free(pool);
+		g_free(pages);
+	}
+}
+END_TEST
+
+START_TEST(test_page_pool_get_many_all_or_nothing)
+{
+	struct dioloop_page_pool *pool = pool_new_or_fail(2, 10);
+	void *held[3], *many[10];
+	size_t k;
+
+	for (k = 0; k < 3; k++)
+		held[k] = dioloop_page_pool_get(pool);
+	memset(many, 0, sizeof(many));
+	ck_assert_msg(dioloop_page_pool_get_many(pool, many, 8) == -ENOMEM,
+		      "expected -ENOMEM asking 8 with 7 left");
+	ck_assert_msg(pool_stats(pool).in_use == 3,
+		      "expected a failed get_many to take nothing");
+	for (k = 0; k < 8; k++)
+		ck_assert_msg(many[k] == NULL,
+			      "expected a failed get_many not to fill pages");
+	ck_assert_msg(dioloop_page_pool_get_many(pool, many, 0) == 0,
+		      "expected get_many of 0 to succeed");
+	ck_assert_msg(dioloop_page_pool_get_many(pool, many, 7) == 0,
+		      "expected get_many of exactly the 7 left to succeed");
+	for (k = 0; k < 7; k++)
+		ck_assert_msg(many[k] && page_aligned(many[k]),
+			      "expected get_many page %zu aligned", k);
+	ck_assert_msg(pool_stats(pool).in_use == 10 &&
+		      pool_stats(pool).allocated == 10,
+		      "expected all 10 pages in use");
+	ck_assert_msg(dioloop_page_pool_get(pool) == NULL,
+		      "expected get to fail at cap after get_many");
+	ck_assert_msg(dioloop_page_pool_get_many(pool, many + 7, 1) == -ENOMEM,
+		      "expected get_many of 1 at cap to fail");
+	dioloop_page_pool_put_many(pool, many, 7);
+	dioloop_page_pool_put_many(pool, held, 3);
+	ck_assert_msg(pool_stats(pool).in_use == 0,
+		      "expected in_use 0 after put_many");
+	dioloop_page_pool_free(pool);
+}
+END_TEST
+
+/* A random get/put sequence against a model of in_use and high_water. */
+START_TEST(test_page_pool_stats)
+{
+	struct test_rng r;
+	unsigned n, iters = test_iterations(20000);
+	size_t cap, prealloc, held = 0, high = 0;
+	struct dioloop_page_pool *pool;
+	void **pages;
+
+	test_rng_init(&r, 2);
+	cap = test_rng_range(&r, 1, 200);
+	prealloc = test_rng_range(&r, 0, cap);
+	pool = pool_new_or_fail(prealloc, cap);
+	pages = g_new(void *, cap);
+	ck_assert_msg(pool_stats(pool).allocated == prealloc,
+		      "expected exactly prealloc = %zu pages allocated at "
+		      "first", prealloc);
+	for (n = 0; n < iters; n++) {
+		struct dioloop_page_pool_stats st;
+
+		if (test_rng_range(&r, 0, 1) && held < cap) {
+			pages[held] = dioloop_page_pool_get(pool);
+			ck_assert_msg(pages[held] != NULL,
+				      "expected a page below cap");
+			held++;
+		} else if (held) {
+			size_t k = test_rng_range(&r, 0, held - 1);
+
+			dioloop_page_pool_put(pool, pages[k]);
+			pages[k] = pages[--held];
+		}
+		high = MAX(high, held);
+		st = pool_stats(pool);
+		ck_assert_msg(st.in_use == held && st.high_water == high,
+			      "expected in_use %zu, high_water %zu; got %zu, "
+			      "%zu", held, high, st.in_use, st.high_water);
+		ck_assert_msg(st.allocated <= cap && st.allocated >= high &&
+			      st.allocated >= prealloc &&
+			      st.allocated < MAX(prealloc, high) + 64,
+			      "expected allocated (%zu) lazily grown in chunks "
+			      "of <= 64 between max(prealloc, high_water) and "
+			      "cap", st.allocated);
+	}
+	dioloop_page_pool_put_many(pool, pages, held);
+	dioloop_page_pool_free(pool);
+	g_free(pages);
+}
+END_TEST
+
+START_TEST(test_page_pool_prealloc)
+{
+	struct dioloop_page_pool *pool = pool_new_or_fail(100, 100);
+	void *pages[100];
+
+	ck_assert_msg(pool_stats(pool).allocated == 100,
+		      "expected 100 pages preallocated");
+	ck_assert_msg(dioloop_page_pool_get_many(pool, pages, 100) == 0,
+		      "expected all preallocated pages at once");
+	ck_assert_msg(pool_stats(pool).allocated == 100,
+		      "expected no growth past the preallocation");
+	dioloop_page_pool_put_many(pool, pages, 100);
+	dioloop_page_pool_free(pool);
+}
+END_TEST
+
+/* Put then get hands back the same page (LIFO: still warm in cache). */
+START_TEST(test_page_pool_reuse)
+{
+	struct dioloop_page_pool *pool = pool_new_or_fail(0, 8);
+	void *a = dioloop_page_pool_get(pool), *b = dioloop_page_pool_get(pool);
+
+	dioloop_page_pool_put(pool, a);
+	ck_assert_msg(dioloop_page_pool_get(pool) == a,
+		      "expected the page just put to be reused");
+	dioloop_page_pool_put(pool, b);
+	dioloop_page_pool_put(pool, a);
+	ck_assert_msg(pool_stats(pool).allocated <= 8 &&
+		      pool_stats(pool).high_water == 2,
+		      "expected high_water 2 after reuse");
+	dioloop_page_pool_free(pool);
+}
+END_TEST
+
+/* ---- programming errors abort ---- */
+
+START_TEST(test_page_pool_put_foreign_aborts)
+{
+	struct dioloop_page_pool *pool = pool_new_or_fail(1, 4);
+	static char foreign[2 * 4096];
+	char *page = (char *)(((uintptr_t)foreign + 4095) & ~(uintptr_t)4095);
+
+	dioloop_page_pool_put(pool, page);
+	ck_abort_msg("expected put of a foreign page to abort");
+}
+END_TEST
+
+START_TEST(test_page_pool_put_twice_aborts)
+{
+	struct dioloop_page_pool *pool = pool_new_or_fail(1, 4);
+	void *page = dioloop_page_pool_get(pool);
+
+	dioloop_page_pool_put(pool, page);
+	dioloop_page_pool_put(pool, page);
+	ck_abort_msg("expected a second put of the same page to abort");
+}
+END_TEST
+
+START_TEST(test_page_pool_free_in_use_aborts)
+{
+	struct dioloop_page_pool *pool = pool_new_or_fail(1, 4);
+
+	ck_assert_msg(dioloop_page_pool_get(pool) != NULL, "expected a page");
+	dioloop_page_pool_free(pool);
+	ck_abort_msg("expected freeing a pool with pages out to abort");
+}
+END_TEST
+
+/* ---- threads ---- */
+
+struct shared {
+	struct dioloop_page_pool *pool;
+	GMutex lock;
+	GHashTable *out;	/* pages handed out; protected by lock */
+	unsigned ops;
+	gint dup;		/* a page was handed out twice */
+	gint corrupt;		/* a page's pattern changed while held */
+};
+
+static void claim(struct shared *sh, unsigned char *page, unsigned char tag)
+{
+	g_mutex_lock(&sh->lock);
+	if (!g_hash_table_add(sh->out, page))
+		g_atomic_int_set(&sh->dup, 1);
+	g_mutex_unlock(&sh->lock);
+	memset(page, tag, DIOLOOP_PAGE_SIZE);
+}
+
+static void release(struct shared *sh, unsigned char *page, unsigned char tag)
+{
+	if (page[0] != tag || page[DIOLOOP_PAGE_SIZE / 2] != tag ||
+	    page[DIOLOOP_PAGE_SIZE - 1] != tag)
+		g_atomic_int_set(&sh->corrupt, 1);
+	g_mutex_lock(&sh->lock);
+	g_hash_table_remove(sh->out, page);
+	g_mutex_unlock(&sh->lock);
+}
+
+struct worker {
+	struct shared *sh;
+	unsigned id;
+};
+
+/*
+ * Hold up to 8 pages each, more than cap in all.  Only a thread holding
+ * nothing blocks (get_wait); with pages it uses get / get_many, so a waiter
+ * never holds what another waiter needs and the test cannot deadlock.
+ */
+static gpointer worker_thread(gpointer data)
+{
+	struct worker *w = data;
+	struct shared *sh = w->sh;
+	unsigned char tag = (unsigned char)(w->id + 1);
+	unsigned char *held[8];
+	size_t nr = 0;
+	struct test_rng r;
+	unsigned n;
+
+	test_rng_init(&r, 100 + w->id);
+	for (n = 0; n < sh->ops; n++) {
+		unsigned what = (unsigned)test_rng_range(&r, 0, 3);
+		void *two[2];
+
+		if (!nr) {
+			held[nr] = dioloop_page_pool_get_wait(sh->pool);
+			if (!held[nr])
+				return GINT_TO_POINTER(1);
+			claim(sh, held[nr++], tag);
+		} else if (what == 0 && nr < 8) {
+			unsigned char *p = dioloop_page_pool_get(sh->pool);
+
+			if (p) {
+				claim(sh, p, tag);
+				held[nr++] = p;
+			}
+		} else if (what == 1 && nr <= 6) {
+			if (!dioloop_page_pool_get_many(sh->pool, two, 2)) {
+				claim(sh, two[0], tag);
+				claim(sh, two[1], tag);
+				held[nr++] = two[0];
+				held[nr++] = two[1];
+			}
+		} else if (what == 2) {
+			release(sh, held[--nr], tag);
+			dioloop_page_pool_put(sh->pool, held[nr]);
+		} else {
+			size_t k;
+
+			for (k = 0; k < nr; k++)
+				release(sh, held[k], tag);
+			dioloop_page_pool_put_many(sh->pool, (void **)held,
+						   nr);
+			nr = 0;
+		}
+	}
+	while (nr) {
+		release(sh, held[--nr], tag);
+		dioloop_page_pool_put(sh->pool, held[nr]);
+	}
+	return NULL;
+}
+
+START_TEST(test_page_pool_threads_never_share)
+{
+	enum { NR_THREADS = 4, CAP = 6 };
+	struct shared sh = { 0 };
+	struct worker w[NR_THREADS];
+	GThread *th[NR_THREADS];
+	struct dioloop_page_pool_stats st;
+	unsigned k;
+
+	sh.pool = pool_new_or_fail(4, CAP);
+	g_mutex_init(&sh.lock);
+	sh.out = g_hash_table_new(g_direct_hash, g_direct_equal);
+	sh.ops = test_iterations(10000);
+	for (k = 0; k < NR_THREADS; k++) {
+		w[k].sh = &sh;
+		w[k].id = k;
+		th[k] = g_thread_new("pool-worker", worker_thread, &w[k]);
+	}
+	for (k = 0; k < NR_THREADS; k++)
+		ck_assert_msg(g_thread_join(th[k]) == NULL,
+			      "expected get_wait never to return NULL");
+	ck_assert_msg(!g_atomic_int_get(&sh.dup),
+		      "expected no page handed out twice at once");
+	ck_assert_msg(!g_atomic_int_get(&sh.corrupt),
+		      "expected no page written by another thread while held");
+	st = pool_stats(sh.pool);
+	ck_assert_msg(st.in_use == 0, "expected in_use 0 at the end, got %zu",
+		      st.in_use);
+	ck_assert_msg(st.high_water <= CAP && st.allocated <= CAP,
+		      "expected never more than cap pages");
+	ck_assert_msg(g_hash_table_size(sh.out) == 0,
+		      "expected every page released");
+	dioloop_page_pool_free(sh.pool);
+	g_hash_table_destroy(sh.out);
+	g_mutex_clear(&sh.lock);
+}
+END_TEST
+
+struct waiter {
+	struct dioloop_page_pool *pool;
+	void *page;
+	gint done;
+};
+
+static gpointer waiter_thread(gpointer data)
+{
+	struct waiter *w = data;
+
+	w->page = dioloop_page_pool_get_wait(w->pool);
+	g_atomic_int_set(&w->done, 1);
+	return NULL;
+}
+
+START_TEST(test_page_pool_get_wait_wakes_on_put)
+{
+	struct dioloop_page_pool *pool = pool_new_or_fail(0, 2);
+	struct waiter w[2] = { { pool, NULL, 0 }, { pool, NULL, 0 } };
+	void *pages[2];
+	GThread *th[2];
+	int k;
+
+	/* One waiter, woken by put. */
+	ck_assert_msg(dioloop_page_pool_get_many(pool, pages, 2) == 0,
+		      "expected both pages");
+	th[0] = g_thread_new("waiter", waiter_thread, &w[0]);
+	g_usleep(100 * 1000);
+	ck_assert_msg(!g_atomic_int_get(&w[0].done),
+		      "expected get_wait to block while cap pages are out");
+	dioloop_page_pool_put(pool, pages[1]);
+	g_thread_join(th[0]);
+	ck_assert_msg(w[0].page == pages[1],
+		      "expected the waiter to get the page just put");
+
+	/* Two waiters, both woken by one put_many. */
+	pages[1] = w[0].page;
+	w[0].page = NULL;
+	w[0].done = 0;
+	for (k = 0; k < 2; k++)
+		th[k] = g_thread_new("waiter", waiter_thread, &w[k]);
+	g_usleep(100 * 1000);
+	ck_assert_msg(!g_atomic_int_get(&w[0].done) &&
+		      !g_atomic_int_get(&w[1].done),
+		      "expected both waiters blocked");
+	dioloop_page_pool_put_many(pool, pages, 2);
+	for (k = 0; k < 2; k++)
+		g_thread_join(th[k]);
+	ck_assert_msg(w[0].page && w[1].page && w[0].page != w[1].page,
+		      "expected put_many of 2 to wake both waiters with "
+		      "distinct pages");
+	dioloop_page_pool_put(pool, w[0].page);
+	dioloop_page_pool_put(pool, w[1].page);
+	dioloop_page_pool_free(pool);
+}
+END_TEST
+
+static Suite *page_pool_suite(void)
+{
+	Suite *s = suite_create("page_pool");
+	TCase *tc;
+
+	tc = tcase_create("basics");
+	tcase_add_test(tc, test_page_pool_new_invalid);
+	tcase_add_test(tc, test_page_pool_alignment);
+	tcase_add_test(tc, test_page_pool_get_until_cap);
+	tcase_add_test(tc, test_page_pool_get_many_all_or_nothing);
+	tcase_add_test(tc, test_page_pool_prealloc);
+	tcase_add_test(tc, test_page_pool_reuse);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("stats");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_page_pool_stats);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("misuse");
+	tcase_add_test_raise_signal(tc, test_page_pool_put_foreign_aborts,
+				    SIGABRT);
+	tcase_add_test_raise_signal(tc, test_page_pool_put_twice_aborts,
+				    SIGABRT);
+	tcase_add_test_raise_signal(tc, test_page_pool_free_in_use_aborts,
+				    SIGABRT);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("threads");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_page_pool_threads_never_share);
+	tcase_add_test(tc, test_page_pool_get_wait_wakes_on_put);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return test_run_suite(page_pool_suite());
+}
