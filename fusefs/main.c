@@ -19,6 +19,8 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{ "mount", "serve a directory of images as block nodes", dioloop_cmd_mount },
+	{ "umount", "flush, detach loop devices and unmount", dioloop_cmd_umount },
 	{ "create", "create an image", dioloop_cmd_create },
 	{ "info", "show an image's format, size and allocation", dioloop_cmd_info },
 };

@@ -1,0 +1,506 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dioloop mount / dioloop umount.
+ *
+ * mount goes to the background once the mount is ready (and, with --loop,
+ * every loop device is attached), and its exit status says whether that
+ * worked: the parent waits on a pipe for one status byte from the child.
+ * Signals (TERM, INT, HUP) are taken by a thread with sigwait: it detaches
+ * the loop devices while the FUSE loop still serves their I/O, then ends
+ * the session.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "backends/size.h"
+#include "fusefs/commands.h"
+#include "fusefs/fs.h"
+#include "fusefs/loop.h"
+
+#define DIOLOOP_DEFAULT_QUEUE_DEPTH 128
+#define DIOLOOP_DEFAULT_THREADS 8
+
+struct mount_state {
+	struct dioloop_fs fs;
+	bool foreground;
+	bool attach_loops;
+	int status_fd;			/* to the waiting parent, or -1 */
+	GPtrArray *loops;		/* "/dev/loopN" we attached */
+	GMutex lock;			/* loops, stopping */
+	bool stopping;
+	sigset_t signals;
+};
+
+/* Parse -o options into opts; false after a one-line message. */
+static bool parse_mount_options(const char *list, struct dioloop_mount_opts *o)
+{
+	g_auto(GStrv) items = g_strsplit(list, ",", -1);
+	char **it;
+
+	for (it = items; *it; it++) {
+		char *key = *it, *val = strchr(key, '=');
+		uint64_t v = 0;
+		int ret = 0;
+
+		if (val)
+			*val++ = '\0';
+		if (!*key)
+			continue;
+		if (!strcmp(key, "ro") && !val)
+			o->readonly = true;
+		else if (!strcmp(key, "rw") && !val)
+			o->readonly = false;
+		else if (!strcmp(key, "allow_other") && !val)
+			o->allow_other = true;
+		else if (!strcmp(key, "growable") && !val)
+			o->growable = true;
+		else if (!strcmp(key, "cache") && !val)
+			o->cache = true;
+		else if (!strcmp(key, "sync") && !val)
+			o->sync = true;
+		else if ((!strcmp(key, "threads") || !strcmp(key, "queue_depth") ||
+			  !strcmp(key, "max_write")) && val) {
+			ret = dioloop_parse_size(val, UINT32_MAX, &v);
+			if (ret < 0 || v == 0) {
+				dioloop_err("mount: bad value '%s' for option '%s'",
+					    val, key);
+				return false;
+			}
+			if (!strcmp(key, "threads"))
+				o->threads = (unsigned)MIN(v, 1024);
+			else if (!strcmp(key, "queue_depth"))
+				o->queue_depth = (unsigned)MIN(v, 4096);
+			else if (v > DIOLOOP_MAX_WRITE || v < DIOLOOP_PAGE_SIZE ||
+				 v % DIOLOOP_PAGE_SIZE) {
+				dioloop_err("mount: bad max_write '%s': a multiple "
+					    "of 4K from 4K to 1M", val);
+				return false;
+			} else {
+				o->max_write = (unsigned)v;
+			}
+		} else {
+			dioloop_err("mount: unknown option '%s%s%s' (see "
+				    "'dioloop mount --help')", key,
+				    val ? "=" : "", val ? val : "");
+			return false;
+		}
+	}
+	return true;
+}
+
+static void detach_to_background(void);
+
+/* Tell the waiting parent how the start went (once); after a success the
+ * daemon lets go of the terminal. */
+static void report_status(struct mount_state *ms, unsigned char status)
+{
+	if (ms->status_fd < 0)
+		return;
+	if (write(ms->status_fd, &status, 1) != 1)
+		g_warning("could not report start-up status: %s",
+			  g_strerror(errno));
+	close(ms->status_fd);
+	ms->status_fd = -1;
+	if (status == 0)
+		detach_to_background();
+}
+
+/* Background: stdio to /dev/null, log to syslog. */
+static void log_to_syslog(const gchar *domain, GLogLevelFlags level,
+			  const gchar *message, gpointer data)
+{
+	int prio = LOG_INFO;
+
+	if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL))
+		prio = LOG_ERR;
+	else if (level & G_LOG_LEVEL_WARNING)
+		prio = LOG_WARNING;
+	else if (level & G_LOG_LEVEL_DEBUG)
+		return;
+	syslog(prio, "%s", message);
+}
+
+static void detach_to_background(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	openlog("dioloop", LOG_PID, LOG_DAEMON);
+	g_log_set_default_handler(log_to_syslog, NULL);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+}
+
+/* Detach every loop device we attached; the FUSE loop must be serving. */
+static void detach_loops(struct mount_state *ms)
+{
+	guint i;
+
+	g_mutex_lock(&ms->lock);
+	for (i = 0; ms->loops && i < ms->loops->len; i++) {
+		const char *dev = ms->loops->pdata[i];
+		int ret = dioloop_loop_detach(dev, 5000);
+
+		if (ret < 0)
+			g_warning("%s: detach: %s", dev,
+				  ret == -EBUSY ? "still in use (mounted?); it "
+				  "will detach when closed" : g_strerror(-ret));
+	}
+	if (ms->loops)
+		g_ptr_array_set_size(ms->loops, 0);
+	g_mutex_unlock(&ms->lock);
+}
+
+/* Stop serving: loops first, then the session (its loop then returns). */
+static void stop_mount(struct mount_state *ms)
+{
+	g_mutex_lock(&ms->lock);
+	if (ms->stopping) {
+		g_mutex_unlock(&ms->lock);
+		return;
+	}
+	ms->stopping = true;
+	g_mutex_unlock(&ms->lock);
+	detach_loops(ms);
+	dioloop_fs_flush_all(&ms->fs);
+	fuse_session_exit(ms->fs.se);
+	fuse_session_unmount(ms->fs.se);
+}
+
+static gpointer signal_thread(gpointer data)
+{
+	struct mount_state *ms = data;
+	int sig;
+
+	for (;;) {
+		if (sigwait(&ms->signals, &sig) != 0)
+			continue;
+		if (sig == SIGUSR1)	/* the session ended by itself */
+			return NULL;
+		g_message("signal %d: unmounting %s", sig, ms->fs.mountpoint);
+		stop_mount(ms);
+		return NULL;
+	}
+}
+
+/* With --loop: attach one loop device per node and print it.  Runs while
+ * the FUSE loop serves the opens.  Then reports readiness. */
+static gpointer starter_thread(gpointer data)
+{
+	struct mount_state *ms = data;
+	GDir *dir;
+	const char *name;
+	int failed = 0;
+
+	if (!ms->attach_loops) {
+		report_status(ms, 0);
+		return NULL;
+	}
+	dir = g_dir_open(ms->fs.mountpoint, 0, NULL);
+	while (dir && (name = g_dir_read_name(dir))) {
+		g_autofree char *path = g_build_filename(ms->fs.mountpoint, name,
+							 NULL);
+		g_autofree char *dev = NULL;
+		struct stat st;
+		bool dio = false;
+		int ret;
+
+		if (stat(path, &st) < 0)
+			continue;
+		ret = dioloop_loop_attach(path, !(st.st_mode & 0222),
+					  &dev, &dio);
+		if (ret < 0) {
+			g_printerr("dioloop: mount: %s: cannot attach a loop "
+				   "device: %s\n", name, g_strerror(-ret));
+			failed++;
+			continue;
+		}
+		if (!dio)
+			g_warning("%s: the kernel did not enable direct I/O on %s",
+				  name, dev);
+		g_mutex_lock(&ms->lock);
+		g_ptr_array_add(ms->loops, g_strdup(dev));
+		g_mutex_unlock(&ms->lock);
+		printf("%s %s\n", name, dev);
+		fflush(stdout);
+	}
+	if (dir)
+		g_dir_close(dir);
+	else
+		failed++;
+	if (failed) {
+		report_status(ms, 1);
+		stop_mount(ms);
+		return NULL;
+	}
+	report_status(ms, 0);
+	return NULL;
+}
+
+static int run_mount(struct mount_state *ms, const char *source,
+		     const char *mountpoint)
+{
+	g_autofree char *fsname = NULL, *optstr = NULL;
+	struct fuse_loop_config *cfg;
+	GThread *sig_thread, *start_thread;
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	int ret;
+
+	/* Signals go to the signal thread only: block them before any
+	 * thread exists. */
+	sigemptyset(&ms->signals);
+	sigaddset(&ms->signals, SIGTERM);
+	sigaddset(&ms->signals, SIGINT);
+	sigaddset(&ms->signals, SIGHUP);
+	sigaddset(&ms->signals, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &ms->signals, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	ret = dioloop_fs_init(&ms->fs, source, mountpoint, &ms->fs.opts);
+	if (ret < 0) {
+		dioloop_err("mount: %s: %s", source, g_strerror(-ret));
+		return DIOLOOP_EXIT_FAIL;
+	}
+	/* I/O threads may be needed to clean the page cache; they need
+	 * CAP_SYS_RESOURCE, which containers often withhold. */
+	if (prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) < 0)
+		g_info("PR_SET_IO_FLUSHER: %s (continuing without it)",
+		       g_strerror(errno));
+
+	fsname = g_strdup_printf("dioloop:%s", ms->fs.source);
+	optstr = g_strdup_printf("fsname=%s,subtype=dioloop%s%s", fsname,
+				 ms->fs.opts.allow_other ?
+					 ",allow_other,default_permissions" : "",
+				 ms->fs.opts.readonly ? ",ro" : "");
+	fuse_opt_add_arg(&args, "dioloop");
+	fuse_opt_add_arg(&args, "-o");
+	fuse_opt_add_arg(&args, optstr);
+	if (ms->fs.opts.debug)
+		fuse_opt_add_arg(&args, "-d");
+	ms->fs.se = fuse_session_new(&args, &dioloop_fuse_ops,
+				     sizeof(dioloop_fuse_ops), &ms->fs);
+	fuse_opt_free_args(&args);
+	if (!ms->fs.se) {
+		dioloop_err("mount: cannot start a FUSE session");
+		ret = DIOLOOP_EXIT_FAIL;
+		goto out_fs;
+	}
+	if (fuse_session_mount(ms->fs.se, mountpoint) != 0) {
+		dioloop_err("mount: cannot mount on %s (does it exist, is it "
+			    "a directory, is it already in use?)", mountpoint);
+		ret = DIOLOOP_EXIT_FAIL;
+		goto out_session;
+	}
+	ret = dioloop_io_start(&ms->fs);
+	if (ret < 0) {
+		ret = DIOLOOP_EXIT_FAIL;
+		goto out_unmount;
+	}
+	ms->loops = g_ptr_array_new_with_free_func(g_free);
+	g_mutex_init(&ms->lock);
+	sig_thread = g_thread_new("dioloop-signal", signal_thread, ms);
+	start_thread = g_thread_new("dioloop-start", starter_thread, ms);
+
+	cfg = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_max_threads(cfg, ms->fs.opts.threads);
+	fuse_loop_cfg_set_idle_threads(cfg, ms->fs.opts.threads);
+	ret = fuse_session_loop_mt(ms->fs.se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+
+	g_thread_join(start_thread);
+	kill(getpid(), SIGUSR1);	/* end the signal thread (if idle) */
+	g_thread_join(sig_thread);
+	detach_loops(ms);		/* unmounted from outside: too late
+					 * for I/O, the kernel lets go lazily */
+	report_status(ms, ret == 0 ? 0 : 1);
+	ret = ret == 0 ? DIOLOOP_EXIT_OK : DIOLOOP_EXIT_FAIL;
+
+	/* Answer what is still in flight before the session goes. */
+	dioloop_io_stop(&ms->fs);
+	dioloop_fs_flush_all(&ms->fs);
+	g_ptr_array_free(ms->loops, TRUE);
+	g_mutex_clear(&ms->lock);
+out_unmount:
+	fuse_session_unmount(ms->fs.se);
+out_session:
+	fuse_session_destroy(ms->fs.se);
+out_fs:
+	dioloop_fs_destroy(&ms->fs);
+	return ret;
+}
+
+int dioloop_cmd_mount(int argc, char **argv)
+{
+	g_auto(GStrv) opts = NULL;
+	gboolean foreground = FALSE, loop = FALSE, debug = FALSE;
+	GOptionEntry entries[] = {
+		{ "foreground", 'f', 0, G_OPTION_ARG_NONE, &foreground,
+		  "stay in the foreground", NULL },
+		{ "options", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &opts,
+		  "mount options: ro, allow_other, growable, cache, sync, "
+		  "threads=N, queue_depth=N, max_write=BYTES", "OPTS" },
+		{ "loop", 0, 0, G_OPTION_ARG_NONE, &loop,
+		  "attach a loop device with direct I/O to every node and "
+		  "print 'NAME /dev/loopN' for each", NULL },
+		{ "debug", 'd', 0, G_OPTION_ARG_NONE, &debug,
+		  "print every FUSE request (implies -f)", NULL },
+		{ NULL },
+	};
+	struct mount_state *ms;
+	struct stat st;
+	char **o;
+	int pipefd[2], ret;
+	pid_t pid;
+
+	if (!dioloop_parse_args("mount", "SOURCE MOUNTPOINT",
+				"Serve every image in the directory SOURCE as a "
+				"block node under MOUNTPOINT.", entries, &argc,
+				&argv))
+		return DIOLOOP_EXIT_USAGE;
+	if (argc != 3) {
+		dioloop_err("mount: expected SOURCE and MOUNTPOINT, got %d "
+			    "arguments", argc - 1);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	ms = g_new0(struct mount_state, 1);
+	ms->status_fd = -1;
+	ms->fs.opts = (struct dioloop_mount_opts){
+		.threads = DIOLOOP_DEFAULT_THREADS,
+		.queue_depth = DIOLOOP_DEFAULT_QUEUE_DEPTH,
+		.max_write = DIOLOOP_MAX_WRITE,
+		.debug = debug,
+	};
+	for (o = opts; o && *o; o++)
+		if (!parse_mount_options(*o, &ms->fs.opts)) {
+			g_free(ms);
+			return DIOLOOP_EXIT_USAGE;
+		}
+	if (stat(argv[1], &st) < 0 || !S_ISDIR(st.st_mode)) {
+		dioloop_err("mount: SOURCE %s: %s", argv[1],
+			    access(argv[1], F_OK) < 0 ? g_strerror(errno) :
+			    "not a directory");
+		g_free(ms);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	if (stat(argv[2], &st) < 0 || !S_ISDIR(st.st_mode)) {
+		dioloop_err("mount: MOUNTPOINT %s: not a directory", argv[2]);
+		g_free(ms);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	ms->attach_loops = loop;
+	ms->foreground = foreground || debug;
+	if (!ms->foreground) {
+		if (pipe2(pipefd, O_CLOEXEC) < 0) {
+			dioloop_err("mount: pipe: %s", g_strerror(errno));
+			g_free(ms);
+			return DIOLOOP_EXIT_FAIL;
+		}
+		fflush(stdout);
+		pid = fork();
+		if (pid < 0) {
+			dioloop_err("mount: fork: %s", g_strerror(errno));
+			g_free(ms);
+			return DIOLOOP_EXIT_FAIL;
+		}
+		if (pid > 0) {
+			unsigned char status = 1;
+
+			close(pipefd[1]);
+			if (read(pipefd[0], &status, 1) != 1)
+				status = 1;
+			g_free(ms);
+			return status;
+		}
+		close(pipefd[0]);
+		ms->status_fd = pipefd[1];
+		setsid();
+	}
+	ret = run_mount(ms, argv[1], argv[2]);
+	g_free(ms);
+	return ret;
+}
+
+int dioloop_cmd_umount(int argc, char **argv)
+{
+	GOptionEntry entries[] = { { NULL } };
+	g_autofree char *real = NULL;
+	g_auto(GStrv) loops = NULL;
+	const char *name;
+	GDir *dir;
+	char **l;
+	int status = 0, failed = 0;
+	GError *err = NULL;
+	char *fusermount_argv[] = { "fusermount3", "-u", NULL, NULL };
+
+	if (!dioloop_parse_args("umount", "MOUNTPOINT",
+				"Flush every node, detach its loop devices and "
+				"unmount.", entries, &argc, &argv))
+		return DIOLOOP_EXIT_USAGE;
+	if (argc != 2) {
+		dioloop_err("umount: expected one MOUNTPOINT, got %d arguments",
+			    argc - 1);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	real = realpath(argv[1], NULL);
+	if (!real) {
+		dioloop_err("umount: %s: %s", argv[1], g_strerror(errno));
+		return DIOLOOP_EXIT_FAIL;
+	}
+	loops = dioloop_loops_under(real);
+	for (l = loops; *l; l++) {
+		int ret = dioloop_loop_detach(*l, 5000);
+
+		if (ret < 0) {
+			dioloop_err("umount: %s: %s", *l,
+				    ret == -EBUSY ? "still in use (is a file "
+				    "system on it mounted?)" : g_strerror(-ret));
+			failed++;
+		}
+	}
+	if (failed)
+		return DIOLOOP_EXIT_FAIL;
+	/* Make every node durable before the daemon goes away. */
+	dir = g_dir_open(real, 0, NULL);
+	while (dir && (name = g_dir_read_name(dir))) {
+		g_autofree char *path = g_build_filename(real, name, NULL);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0 || fsync(fd) < 0) {
+			dioloop_err("umount: %s: flush: %s", path,
+				    g_strerror(errno));
+			failed++;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	if (dir)
+		g_dir_close(dir);
+	if (failed)
+		return DIOLOOP_EXIT_FAIL;
+	fusermount_argv[2] = real;
+	if (!g_spawn_sync(NULL, fusermount_argv, NULL, G_SPAWN_SEARCH_PATH,
+			  NULL, NULL, NULL, NULL, &status, &err)) {
+		dioloop_err("umount: fusermount3: %s", err->message);
+		g_error_free(err);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	if (!g_spawn_check_wait_status(status, NULL)) {
+		dioloop_err("umount: %s: fusermount3 -u failed", real);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	return DIOLOOP_EXIT_OK;
+}

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The FUSE side of dioloop: one mount serves the images of a source
+ * directory as block nodes.
+ *
+ * Threads:
+ *  - FUSE workers (libfuse's multi-threaded loop) run every request
+ *    handler.  They never wait for image I/O: reads and writes become
+ *    kiocbs over pool pages and are answered from the completion thread;
+ *    ops that may block (fsync, fallocate, lseek, copy_file_range,
+ *    truncate) are handed to the worker pool.
+ *  - The aio completion thread (backends/aio.c) completes reads and writes
+ *    and sends their replies.
+ *  - Worker-pool threads run the blocking ops and reply.
+ *
+ * Lifetime: a node lives in the table while the kernel holds lookups on
+ * it, a file handle refers to it, or its image exists; its backend stays
+ * open from the first lookup until the node is dropped.  fuse_req_t
+ * handles are valid until one reply function is called on them.
+ */
+#ifndef DIOLOOP_FS_H
+#define DIOLOOP_FS_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <glib.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "backends/backend.h"
+#include "iter/page_pool.h"
+
+#define DIOLOOP_BLOCK_SIZE 4096
+#define DIOLOOP_MAX_WRITE (1u << 20)
+
+struct dioloop_mount_opts {
+	bool readonly;		/* -o ro */
+	bool allow_other;	/* -o allow_other */
+	bool growable;		/* -o growable */
+	bool cache;		/* -o cache: kernel page cache, no direct I/O */
+	bool sync;		/* -o sync: writes durable when acknowledged */
+	unsigned threads;	/* -o threads=N: FUSE worker threads */
+	unsigned queue_depth;	/* -o queue_depth=N: requests in flight */
+	unsigned max_write;	/* -o max_write=BYTES */
+	bool debug;		/* -d: libfuse debug output */
+};
+
+struct dioloop_node {
+	fuse_ino_t ino;
+	char *name;			/* file name in the source directory */
+	struct backend *b;		/* open while the node exists */
+	bool readonly;			/* image or mount read-only */
+	/* protected by fs->lock: */
+	uint64_t nlookup;		/* kernel references */
+	unsigned int open_count;	/* file handles */
+	bool gone;			/* image left the source directory */
+	/* draining for resize, protected by io_lock: */
+	GMutex io_lock;
+	GCond io_cond;
+	unsigned int in_flight;
+	bool draining;
+};
+
+struct dioloop_fs {
+	struct fuse_session *se;
+	char *source;			/* absolute, resolved */
+	char *mountpoint;
+	int source_fd;			/* O_DIRECTORY of source */
+	struct dioloop_mount_opts opts;
+	struct dioloop_page_pool *pool;
+	struct dioloop_aio *aio;
+	GThreadPool *workers;		/* blocking ops */
+
+	GMutex lock;			/* the node table */
+	GHashTable *by_name;		/* char * -> node */
+	GHashTable *by_ino;		/* fuse_ino_t -> node */
+	fuse_ino_t next_ino;
+
+	/* Rate-limited error log: "node\0kind" -> last time logged. */
+	GMutex log_lock;
+	GHashTable *logged;
+};
+
+/* nodes.c */
+int dioloop_fs_init(struct dioloop_fs *fs, const char *source,
+		    const char *mountpoint,
+		    const struct dioloop_mount_opts *opts);
+void dioloop_fs_destroy(struct dioloop_fs *fs);
+/* Look up (and open) the image called name: a referenced node (the
+ * caller owns one lookup) or -errno. */
+int dioloop_node_lookup(struct dioloop_fs *fs, const char *name,
+			struct dioloop_node **out);
+/* The node with this inode number, or NULL. */
+struct dioloop_node *dioloop_node_get(struct dioloop_fs *fs, fuse_ino_t ino);
+/* Drop n kernel lookups. */
+void dioloop_node_forget(struct dioloop_fs *fs, fuse_ino_t ino, uint64_t n);
+/* Attributes of a node / of the root directory. */
+int dioloop_node_stat(struct dioloop_fs *fs, struct dioloop_node *node,
+		      struct stat *st);
+void dioloop_root_stat(struct dioloop_fs *fs, struct stat *st);
+/* True if name in the source directory may be served as an image. */
+bool dioloop_is_image_name(const char *name);
+/* Open/close file-handle accounting. */
+void dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node);
+void dioloop_node_release(struct dioloop_fs *fs, struct dioloop_node *node);
+/* Flush every node's backend (unmount, shutdown). */
+void dioloop_fs_flush_all(struct dioloop_fs *fs);
+/* Log err for node, at most once per node and kind every 10 s. */
+void dioloop_fs_log_error(struct dioloop_fs *fs, struct dioloop_node *node,
+			  const char *kind, int err);
+
+/* I/O admission: hold off while a resize drains the node. */
+void dioloop_node_io_begin(struct dioloop_node *node);
+void dioloop_node_io_end(struct dioloop_node *node);
+void dioloop_node_drain_begin(struct dioloop_node *node);
+void dioloop_node_drain_end(struct dioloop_node *node);
+
+/* ops.c */
+extern const struct fuse_lowlevel_ops dioloop_fuse_ops;
+
+/* io.c: the read/write path and the blocking ops, called from ops.c. */
+void dioloop_do_read(fuse_req_t req, struct dioloop_node *node, size_t size,
+		     off_t off);
+void dioloop_do_write(fuse_req_t req, struct dioloop_node *node,
+		      const char *buf, size_t size, off_t off);
+void dioloop_do_fsync(fuse_req_t req, struct dioloop_node *node);
+void dioloop_do_fallocate(fuse_req_t req, struct dioloop_node *node, int mode,
+			  off_t off, off_t len);
+void dioloop_do_lseek(fuse_req_t req, struct dioloop_node *node, off_t off,
+		      int whence);
+void dioloop_do_copy_file_range(fuse_req_t req, struct dioloop_node *in,
+				off_t off_in, struct dioloop_node *out,
+				off_t off_out, size_t len);
+void dioloop_do_truncate(fuse_req_t req, struct dioloop_node *node,
+			 off_t size, struct stat *attr, int to_set);
+/* Start/stop the worker pool used by the blocking ops. */
+int dioloop_io_start(struct dioloop_fs *fs);
+void dioloop_io_stop(struct dioloop_fs *fs);
+
+#endif
