@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <syslog.h>
@@ -165,7 +166,35 @@ static void detach_loops(struct mount_state *ms)
 	g_mutex_unlock(&ms->lock);
 }
 
-/* Stop serving: loops first, then the session (its loop then returns). */
+/* Unmount path: a plain unmount, lazily if something still holds it (the
+ * connection then ends when the last user lets go).  As a user through
+ * fusermount3. */
+static void unmount_path(const char *path)
+{
+	char *argv[] = { "fusermount3", "-u", "-q", (char *)path, NULL };
+	char *lazy_argv[] = { "fusermount3", "-u", "-z", "-q", (char *)path,
+			      NULL };
+	int status = 0;
+
+	if (geteuid() == 0) {
+		if (umount2(path, 0) == 0 || errno == EINVAL)
+			return;
+		if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL)
+			g_warning("%s: unmount: %s", path, g_strerror(errno));
+		return;
+	}
+	if (g_spawn_sync(NULL, argv, NULL, G_SPAWN_SEARCH_PATH |
+			 G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
+			 NULL, NULL, NULL, NULL, &status, NULL) &&
+	    g_spawn_check_wait_status(status, NULL))
+		return;
+	if (!g_spawn_sync(NULL, lazy_argv, NULL, G_SPAWN_SEARCH_PATH, NULL,
+			  NULL, NULL, NULL, &status, NULL) ||
+	    !g_spawn_check_wait_status(status, NULL))
+		g_warning("%s: fusermount3 -u -z failed", path);
+}
+
+/* Stop serving: loops first, then the mount (the FUSE loop then returns). */
 static void stop_mount(struct mount_state *ms)
 {
 	g_mutex_lock(&ms->lock);
@@ -177,8 +206,10 @@ static void stop_mount(struct mount_state *ms)
 	g_mutex_unlock(&ms->lock);
 	detach_loops(ms);
 	dioloop_fs_flush_all(&ms->fs);
-	fuse_session_exit(ms->fs.se);
-	fuse_session_unmount(ms->fs.se);
+	/* Unmount without closing the session's fd (fuse_session_unmount
+	 * would, under the workers' feet): the kernel ends the connection
+	 * once the mount is gone and the FUSE loop returns by itself. */
+	unmount_path(ms->fs.mountpoint);
 }
 
 static gpointer signal_thread(gpointer data)
@@ -331,7 +362,7 @@ static int run_mount(struct mount_state *ms, const char *source,
 
 	/* Answer what is still in flight before the session goes. */
 	dioloop_io_stop(&ms->fs);
-	dioloop_fs_flush_all(&ms->fs);
+	dioloop_fs_drain_all(&ms->fs);
 	g_ptr_array_free(ms->loops, TRUE);
 	g_mutex_clear(&ms->lock);
 out_unmount:

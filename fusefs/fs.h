@@ -105,6 +105,8 @@ bool dioloop_is_image_name(const char *name);
 /* Open/close file-handle accounting. */
 void dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node);
 void dioloop_node_release(struct dioloop_fs *fs, struct dioloop_node *node);
+/* Wait until no node has I/O in flight (shutdown). */
+void dioloop_fs_drain_all(struct dioloop_fs *fs);
 /* Flush every node's backend (unmount, shutdown). */
 void dioloop_fs_flush_all(struct dioloop_fs *fs);
 /* Log err for node, at most once per node and kind every 10 s. */

@@ -131,7 +131,7 @@ static void dioloop_io_submit(struct dioloop_io *io, int rw, off_t off,
 void dioloop_do_read(fuse_req_t req, struct dioloop_node *node, size_t size,
 		     off_t off)
 {
-	if (off < 0) {
+	if (off < 0 || size > DIOLOOP_MAX_WRITE) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
@@ -155,7 +155,7 @@ void dioloop_do_write(fuse_req_t req, struct dioloop_node *node,
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if (off < 0) {
+	if (off < 0 || size > DIOLOOP_MAX_WRITE) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}

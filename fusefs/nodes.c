@@ -332,18 +332,38 @@ void dioloop_node_drain_end(struct dioloop_node *node)
 	g_mutex_unlock(&node->io_lock);
 }
 
-void dioloop_fs_flush_all(struct dioloop_fs *fs)
+/* The nodes in the table, referenced by the array (not by the kernel). */
+static GPtrArray *dioloop_fs_nodes(struct dioloop_fs *fs)
 {
+	GPtrArray *nodes = g_ptr_array_new();
 	GHashTableIter it;
 	gpointer value;
-	GPtrArray *nodes = g_ptr_array_new();
-	guint i;
 
 	g_mutex_lock(&fs->lock);
 	g_hash_table_iter_init(&it, fs->by_ino);
 	while (g_hash_table_iter_next(&it, NULL, &value))
 		g_ptr_array_add(nodes, value);
 	g_mutex_unlock(&fs->lock);
+	return nodes;
+}
+
+void dioloop_fs_drain_all(struct dioloop_fs *fs)
+{
+	GPtrArray *nodes = dioloop_fs_nodes(fs);
+	guint i;
+
+	for (i = 0; i < nodes->len; i++) {
+		dioloop_node_drain_begin(nodes->pdata[i]);
+		dioloop_node_drain_end(nodes->pdata[i]);
+	}
+	g_ptr_array_free(nodes, TRUE);
+}
+
+void dioloop_fs_flush_all(struct dioloop_fs *fs)
+{
+	GPtrArray *nodes = dioloop_fs_nodes(fs);
+	guint i;
+
 	for (i = 0; i < nodes->len; i++) {
 		struct dioloop_node *node = nodes->pdata[i];
 		int ret = backend_flush(node->b);
@@ -369,7 +389,11 @@ int dioloop_fs_init(struct dioloop_fs *fs, const char *source,
 	fs->source = realpath(source, NULL);
 	if (!fs->source)
 		return -errno;
-	fs->mountpoint = g_strdup(mountpoint);
+	fs->mountpoint = realpath(mountpoint, NULL);
+	if (!fs->mountpoint) {
+		ret = -errno;
+		goto out_free;
+	}
 	fs->source_fd = open(fs->source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fs->source_fd < 0) {
 		ret = -errno;
@@ -405,7 +429,7 @@ out_tables:
 	close(fs->source_fd);
 out_free:
 	free(fs->source);
-	g_free(fs->mountpoint);
+	free(fs->mountpoint);
 	return ret;
 }
 
@@ -427,5 +451,5 @@ void dioloop_fs_destroy(struct dioloop_fs *fs)
 	g_mutex_clear(&fs->log_lock);
 	close(fs->source_fd);
 	free(fs->source);
-	g_free(fs->mountpoint);
+	free(fs->mountpoint);
 }
