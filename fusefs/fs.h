@@ -102,6 +102,8 @@ int dioloop_node_stat(struct dioloop_fs *fs, struct dioloop_node *node,
 void dioloop_root_stat(struct dioloop_fs *fs, struct stat *st);
 /* True if name in the source directory may be served as an image. */
 bool dioloop_is_image_name(const char *name);
+/* True if the source entry name resolves to a path inside the source. */
+bool dioloop_resolves_inside(struct dioloop_fs *fs, const char *name);
 /* Open/close file-handle accounting. */
 void dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node);
 void dioloop_node_release(struct dioloop_fs *fs, struct dioloop_node *node);

@@ -19,6 +19,18 @@ bool dioloop_is_image_name(const char *name)
 	return name[0] != '\0' && name[0] != '.' && !strchr(name, '/');
 }
 
+bool dioloop_resolves_inside(struct dioloop_fs *fs, const char *name)
+{
+	g_autofree char *path = g_build_filename(fs->source, name, NULL);
+	char *real = realpath(path, NULL);
+	size_t n = strlen(fs->source);
+	bool inside = real && strncmp(real, fs->source, n) == 0 &&
+		      real[n] == '/';
+
+	free(real);
+	return inside;
+}
+
 /*
  * Check that name is an image we may serve: a regular file, or a symlink
  * that resolves to one inside the source directory.  0, -ENOENT, or
@@ -33,18 +45,9 @@ static int dioloop_check_image(struct dioloop_fs *fs, const char *name,
 		return -ENOENT;
 	if (fstatat(fs->source_fd, name, &lst, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (S_ISLNK(lst.st_mode)) {
-		g_autofree char *path = g_build_filename(fs->source, name, NULL);
-		char *real = realpath(path, NULL);
-		size_t n = strlen(fs->source);
-		bool inside = real && strncmp(real, fs->source, n) == 0 &&
-			      real[n] == '/';
-
-		free(real);
-		if (!inside) {
-			dioloop_fs_log_error(fs, NULL, name, -EACCES);
-			return -EACCES;
-		}
+	if (S_ISLNK(lst.st_mode) && !dioloop_resolves_inside(fs, name)) {
+		dioloop_fs_log_error(fs, NULL, name, -EACCES);
+		return -EACCES;
 	}
 	if (fstatat(fs->source_fd, name, st, 0) < 0)
 		return -errno;

@@ -104,13 +104,25 @@ static void dioloop_op_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
+/* Reply with a node's attributes (never cached: sizes can change). */
+static void reply_node_attr(fuse_req_t req, struct dioloop_fs *fs,
+			    struct dioloop_node *node)
+{
+	struct stat st;
+	int ret = dioloop_node_stat(fs, node, &st);
+
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, 0);
+}
+
 static void dioloop_op_getattr(fuse_req_t req, fuse_ino_t ino,
 			       struct fuse_file_info *fi)
 {
 	struct dioloop_fs *fs = fs_of(req);
 	struct dioloop_node *node;
 	struct stat st;
-	int ret;
 
 	if (ino == FUSE_ROOT_ID) {
 		dioloop_root_stat(fs, &st);
@@ -122,11 +134,7 @@ static void dioloop_op_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	ret = dioloop_node_stat(fs, node, &st);
-	if (ret < 0)
-		fuse_reply_err(req, -ret);
-	else
-		fuse_reply_attr(req, &st, 0);
+	reply_node_attr(req, fs, node);
 }
 
 /* Mode, owner and times go to the image file; size resizes the node. */
@@ -136,7 +144,6 @@ static void dioloop_op_setattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct dioloop_fs *fs = fs_of(req);
 	struct dioloop_node *node = dioloop_node_get(fs, ino);
-	struct stat st;
 	int ret = 0;
 
 	if (!node) {
@@ -175,11 +182,7 @@ static void dioloop_op_setattr(fuse_req_t req, fuse_ino_t ino,
 		dioloop_do_truncate(req, node, attr->st_size, attr, to_set);
 		return;
 	}
-	ret = dioloop_node_stat(fs, node, &st);
-	if (ret < 0)
-		fuse_reply_err(req, -ret);
-	else
-		fuse_reply_attr(req, &st, 0);
+	reply_node_attr(req, fs, node);
 }
 
 /* A directory listing: the image names, snapshotted at opendir. */
@@ -216,18 +219,9 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 			continue;
 		/* Symlinks are listed only when they stay inside. */
 		if (fstatat(fs->source_fd, de->d_name, &lst,
-			    AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode)) {
-			g_autofree char *path =
-				g_build_filename(fs->source, de->d_name, NULL);
-			char *real = realpath(path, NULL);
-			size_t n = strlen(fs->source);
-			bool inside = real && !strncmp(real, fs->source, n) &&
-				      real[n] == '/';
-
-			free(real);
-			if (!inside)
-				continue;
-		}
+			    AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode) &&
+		    !dioloop_resolves_inside(fs, de->d_name))
+			continue;
 		g_ptr_array_add(names, g_strdup(de->d_name));
 	}
 	closedir(dir);
