@@ -374,6 +374,18 @@ out_fs:
 	return ret;
 }
 
+/* True if something is mounted on path (mounting on top would hide it). */
+static bool is_mount_point(const char *path)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, path, AT_NO_AUTOMOUNT, STATX_BASIC_STATS,
+		  &stx) < 0)
+		return false;
+	return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	       (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
 int dioloop_cmd_mount(int argc, char **argv)
 {
 	g_auto(GStrv) opts = NULL;
@@ -428,7 +440,15 @@ int dioloop_cmd_mount(int argc, char **argv)
 		return DIOLOOP_EXIT_FAIL;
 	}
 	if (stat(argv[2], &st) < 0 || !S_ISDIR(st.st_mode)) {
-		dioloop_err("mount: MOUNTPOINT %s: not a directory", argv[2]);
+		dioloop_err("mount: MOUNTPOINT %s: %s", argv[2],
+			    access(argv[2], F_OK) < 0 ? g_strerror(errno) :
+			    "not a directory");
+		g_free(ms);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	if (is_mount_point(argv[2])) {
+		dioloop_err("mount: MOUNTPOINT %s is already in use (a file "
+			    "system is mounted there)", argv[2]);
 		g_free(ms);
 		return DIOLOOP_EXIT_FAIL;
 	}

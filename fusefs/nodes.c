@@ -79,7 +79,13 @@ static int dioloop_open_backend(struct dioloop_fs *fs, const char *name,
 	struct backend_open_args args = { .path = path, .aio = fs->aio };
 	int ret;
 
+	struct stat st;
+
+	/* The image's mode decides, for root too: a 0444 image is a
+	 * read-only disk, as the node's mode shows. */
 	*readonly = fs->opts.readonly ||
+		    fstatat(fs->source_fd, name, &st, 0) < 0 ||
+		    !(st.st_mode & 0222) ||
 		    faccessat(fs->source_fd, name, W_OK, AT_EACCESS) < 0;
 	args.flags = (*readonly ? BACKEND_OPEN_RDONLY : 0) |
 		     (fs->opts.growable ? BACKEND_OPEN_GROWABLE : 0) |
