@@ -1,0 +1,284 @@
+# SPDX-License-Identifier: MIT
+"""One combination (backend, file system, mode) from images to result.
+
+stress: images -> dioloop mount --loop -> mkfs -> mount -> fio verify
+  jobs + dioloop-fsx on a spare node + metaload + fstrim at once for the
+  time given -> umount -> fsck -> mount -> the model and fio's data
+  verified -> umount -> dioloop umount (daemon exits 0) -> fsck of the
+  image file -> the spare node's bytes = its image's.
+crash: the same loads (not verified: they run until they fail) in rounds;
+  each round kill -9 of the daemon at a random moment, umount -l, losetup
+  -d, fusermount3 -u -z, remount, mount (log replay), umount, fsck,
+  mount, every record metaload made durable (fsync'd) in any round intact.
+faults: see faults.py.
+"""
+import hashlib
+import os
+import random
+import time
+
+import report
+from daemon import Daemon, Inner, SetupError, tail
+from workloads import (FioLoop, FsxLoop, Meta, TrimLoop, durable_records,
+                       fio_problem, verify_durable, verify_model)
+
+SPARE_SIZE = "64M"
+GRACE = 600         # seconds a worker may overrun the deadline (then: hung)
+
+
+def sha_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                return h.hexdigest()
+            h.update(chunk)
+
+
+class Combo:
+    def __init__(self, ctx, backend, fs, mode, seed):
+        self.ctx = ctx
+        self.backend = backend
+        self.fs = fs
+        self.mode = mode
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.dir = os.path.join(ctx.workdir, "%s-%s-%s" % (backend.name,
+                                                           fs.name, mode))
+        self.src = os.path.join(self.dir, "images")
+        self.mnt = os.path.join(self.dir, "nodes")
+        self.fsdir = os.path.join(self.dir, "fs")
+        self.logs = os.path.join(self.dir, "logs")
+        self.daemon = None
+        self.inner = None
+
+    def setup(self):
+        """Images, daemon with loop devices, mkfs, mount."""
+        for d in (self.src, self.mnt, self.fsdir, self.logs):
+            os.makedirs(d, exist_ok=True)
+        for name, size in (("fs.img", self.fs.size),
+                           ("fsx.img", SPARE_SIZE)):
+            argv = self.backend.create(self.ctx, os.path.join(self.src, name),
+                                       size)
+            rc, out = self.ctx.res.run(argv, timeout=120)
+            if rc != 0:
+                raise SetupError("%s: status %d: %s" % (" ".join(argv), rc,
+                                                        out.strip()))
+        self.daemon = Daemon(self.ctx, self.backend.source(self.ctx, self.src),
+                             self.mnt, ["fs.img", "fsx.img"], self.logs,
+                             self.backend.mount_opts)
+        loops = self.daemon.start()
+        self.inner = Inner(self.ctx, self.fs, self.fsdir, self.logs)
+        self.inner.mkfs(loops["fs.img"])
+        self.inner.mount(loops["fs.img"])
+
+
+def run_workers(ctx, workers, deadline, r):
+    """Start the workers, stop them at the deadline (or at the first
+    failure), wait for them; failures go to r."""
+    for w in workers:
+        w.start()
+    stopped = False
+    while any(w.is_alive() for w in workers):
+        now = time.monotonic()
+        if not stopped and (now >= deadline or
+                            any(w.failures for w in workers)):
+            for w in workers:
+                w.stop()
+            stopped = True
+        if now > deadline + GRACE:
+            report.fail(r, "workers still running %d s after the deadline "
+                        "(hung?): %s" % (GRACE, ", ".join(
+                            w.name for w in workers if w.is_alive())))
+            ctx.res.kill_helpers()
+            break
+        for w in workers:
+            w.join(0.2)
+    for w in workers:
+        for _, message in w.failures:
+            report.fail(r, message)
+
+
+def merge_counts(r, workers):
+    for w in workers:
+        for k, v in w.counts.items():
+            r["counts"][k] = r["counts"].get(k, 0) + v
+
+
+def phase(r, name, t0):
+    r["phases"][name] = round(time.monotonic() - t0, 1)
+    return time.monotonic()
+
+
+def run_stress(ctx, c, r):
+    t = time.monotonic()
+    c.setup()
+    t = phase(r, "setup", t)
+    ctx.log("load for %d s: fio, dioloop-fsx on fsx.img, metaload, fstrim "
+            "every %d s" % (ctx.time, ctx.trim_interval))
+    deadline = time.monotonic() + ctx.time
+    fio = FioLoop(ctx, c.fsdir, c.logs, c.seed, deadline, ctx.fio_scale)
+    fsx = FsxLoop(ctx, os.path.join(c.mnt, "fsx.img"), c.logs, c.seed,
+                  deadline, ctx.fsx_ops)
+    meta = Meta(ctx, c.fsdir, c.logs, c.seed, ctx.time, 1)
+    trim = TrimLoop(ctx, c.fsdir, c.logs, deadline, ctx.trim_interval)
+    workers = [fio, fsx, meta, trim]
+    run_workers(ctx, workers, deadline, r)
+    merge_counts(r, workers)
+    if not c.daemon.alive():
+        report.fail_first(r, "the daemon exited during the load with "
+                          "status %s, expected it to keep running: %s" %
+                          (c.daemon.proc.returncode, tail(c.daemon.logs[-1])))
+    r["bytes"]["fio_verified"] = r["counts"].pop("fio_bytes", 0)
+    r["bytes"]["meta_written"] = r["counts"].pop("meta_bytes", 0)
+    r["bytes"]["trimmed"] = r["counts"].pop("trimmed_bytes", 0)
+    t = phase(r, "load", t)
+    if r["status"] == "FAIL":
+        return
+    ctx.log("checks: umount, fsck")
+    ctx.res.run(["sync"], timeout=300)
+    problem = c.inner.umount()
+    if problem:
+        return report.fail(r, problem)
+    problem = c.inner.fsck()
+    if problem:
+        report.fail(r, "fsck after the load: " + problem)
+    ctx.log("checks: mount, the model, fio --verify_only")
+    c.inner.mount(c.inner.dev)
+    problem = verify_model(ctx, c.fsdir, c.logs)
+    if problem:
+        report.fail(r, problem)
+    if fio.last_job:
+        out = os.path.join(c.logs, "fio.verify-after-remount.out")
+        rc, text = ctx.res.run(["fio", "--verify_only", fio.last_job],
+                               timeout=600, out=out)
+        if rc != 0:
+            report.fail(r, "fio --verify_only after the remount: status %d "
+                        "(log: %s): %s" % (rc, out, fio_problem(text)))
+    problem = c.inner.umount()
+    if problem:
+        return report.fail(r, problem)
+    ctx.log("checks: dioloop umount, fsck of the image, fsx.img = its node")
+    node_sha = sha_of(os.path.join(c.mnt, "fsx.img"))
+    for problem in c.daemon.umount():
+        report.fail(r, problem)
+    problem = c.inner.fsck(os.path.join(c.src, "fs.img"), image=True)
+    if problem:
+        report.fail(r, "fsck of the image file after dioloop umount: " +
+                    problem)
+    img_sha = sha_of(os.path.join(c.src, "fsx.img"))
+    if img_sha != node_sha:
+        report.fail(r, "fsx.img after dioloop umount: expected the bytes "
+                    "its node had (sha256 %.12s), got sha256 %.12s" %
+                    (node_sha, img_sha))
+    phase(r, "checks", t)
+
+
+def run_crash(ctx, c, r):
+    t = time.monotonic()
+    c.setup()
+    t = phase(r, "setup", t)
+    r["rounds"] = ctx.rounds
+    r["rounds_survived"] = 0
+    round_s = max(2.0, ctx.time / ctx.rounds)
+    durable_log = os.path.join(c.logs, "meta.durable.jsonl")
+    for rnd in range(1, ctx.rounds + 1):
+        seed = c.seed + 1000 * rnd
+        kill_after = c.rng.uniform(0.3, 1.0) * round_s
+        ctx.log("round %d/%d: load, kill -9 of the daemon after %.1f s" %
+                (rnd, ctx.rounds, kill_after))
+        before = durable_records(durable_log)
+        logs = os.path.join(c.logs, "round-%d" % rnd)
+        os.makedirs(logs, exist_ok=True)
+        start = time.monotonic()
+        workers = [
+            FioLoop(ctx, c.fsdir, logs, seed, 0, ctx.fio_scale, True),
+            FsxLoop(ctx, os.path.join(c.mnt, "fsx.img"), logs, seed, 0,
+                    ctx.fsx_ops, True),
+            Meta(ctx, c.fsdir, c.logs, seed, 0, rnd, True),
+            TrimLoop(ctx, c.fsdir, logs, 0, ctx.trim_interval, True),
+        ]
+        for w in workers:
+            w.start()
+        # The kill comes at a random moment, but not before metaload has
+        # made something durable in this round (up to 60 s more).
+        while time.monotonic() - start < kill_after or (
+                durable_records(durable_log) <= before + 1 and
+                time.monotonic() - start < kill_after + 60):
+            if any(w.failures for w in workers):
+                break
+            time.sleep(0.1)
+        for w in workers:
+            for _, message in w.failures:
+                report.fail(r, "round %d, before the kill: %s" % (rnd,
+                                                                 message))
+        killed_at = time.monotonic()    # failures seen before: real
+        status = c.daemon.kill9()
+        ctx.log("round %d: killed the daemon (status %s) after %.1f s, %d "
+                "durable records so far" % (rnd, status, killed_at - start,
+                                            durable_records(durable_log)))
+        if status != -9:
+            report.fail(r, "round %d: kill -9 of the daemon: expected it to "
+                        "die of SIGKILL, got %s" % (rnd, status))
+        # The loads now fail; give them 30 s to notice, then kill them.
+        for w in workers:
+            w.stop()
+        end = time.monotonic() + 30
+        for w in workers:
+            w.join(max(0, end - time.monotonic()))
+        slow = [w.name for w in workers if w.is_alive()]
+        if slow:
+            ctx.log("round %d: still running 30 s after the kill: %s" %
+                    (rnd, ", ".join(slow)))
+        ctx.res.kill_helpers()
+        for w in workers:
+            w.join(30)
+            if r["status"] != "FAIL":
+                for when, message in w.failures:
+                    if when < killed_at:
+                        report.fail(r, "round %d, before the kill: %s" %
+                                    (rnd, message))
+        merge_counts(r, workers)
+        if r["status"] == "FAIL":
+            break
+        ctx.log("round %d: umount -l, losetup -d, fusermount3 -u -z" % rnd)
+        for problem in [c.inner.umount(lazy=True)] + \
+                c.daemon.release_dead_mount():
+            if problem:
+                report.fail(r, "round %d, cleaning up the dead mount: %s" %
+                            (rnd, problem))
+        if r["status"] == "FAIL":
+            break
+        loops = c.daemon.start()
+        ctx.log("round %d: mount (log replay), umount, fsck" % rnd)
+        c.inner.mount(loops["fs.img"])      # replays the journal
+        problem = c.inner.umount() or c.inner.fsck()
+        if problem:
+            report.fail(r, "round %d, after the restart: %s" % (rnd, problem))
+            break
+        c.inner.mount(loops["fs.img"])
+        nrec, problem = verify_durable(ctx, c.fsdir, c.logs, rnd)
+        r["counts"]["durable_records"] = nrec
+        if problem:
+            report.fail(r, "round %d: %s" % (rnd, problem))
+            break
+        r["rounds_survived"] = rnd
+        ctx.log("round %d survived: fsck clean, %d durable records intact" %
+                (rnd, nrec))
+    for k in ("fio_bytes", "meta_bytes", "trimmed_bytes"):
+        r["counts"].pop(k, None)
+    t = phase(r, "rounds", t)
+    if r["status"] == "FAIL":
+        return
+    problem = c.inner.umount()
+    if problem:
+        return report.fail(r, problem)
+    for problem in c.daemon.umount():
+        report.fail(r, problem)
+    problem = c.inner.fsck(os.path.join(c.src, "fs.img"), image=True)
+    if problem:
+        report.fail(r, "fsck of the image file after dioloop umount: " +
+                    problem)
+    phase(r, "checks", t)
+
