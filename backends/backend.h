@@ -176,6 +176,10 @@ struct backend {
 	struct backend_limits limits;
 	struct range_lock_tree range_locks;	/* used by backends/dio.c */
 	struct dio_stats dio_stats;
+	/* Blocks that failed verification and were returned as -EIO, never
+	 * as data: a backend that checksums counts them here (cow); the
+	 * daemon reports them per node. */
+	_Atomic uint64_t checksum_errors;
 	void *priv;			/* the backend's */
 };
 

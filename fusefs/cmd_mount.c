@@ -27,6 +27,7 @@
 #include "fusefs/commands.h"
 #include "fusefs/fs.h"
 #include "fusefs/loop.h"
+#include "fusefs/spec.h"
 
 #define DIOLOOP_DEFAULT_QUEUE_DEPTH 128
 #define DIOLOOP_DEFAULT_THREADS 8
@@ -42,6 +43,88 @@ struct mount_state {
 	sigset_t signals;
 };
 
+/* Generic mount(8) options that fstab lines and mount.fuse3 pass along:
+ * accepted and ignored (nodes are always nosuid and nodev). */
+static const char *const ignored_mount_options[] = {
+	"defaults", "auto", "noauto", "user", "nouser", "users", "owner",
+	"group", "nofail", "_netdev", "dev", "nodev", "suid", "nosuid",
+	"exec", "noexec", "atime", "noatime", "relatime", "norelatime",
+	"strictatime", "nostrictatime", "diratime", "nodiratime", "lazytime",
+	"nolazytime", "async", "default_permissions",
+};
+
+/* True for an option meant for mount(8), systemd or other programs. */
+static bool is_ignored_mount_option(const char *key, const char *val)
+{
+	size_t i;
+
+	/* x-systemd.*, x-gvfs-*, comment=...: for other programs. */
+	if (!strncmp(key, "x-", 2) || !strcmp(key, "comment"))
+		return true;
+	if (val)
+		return false;
+	for (i = 0; i < G_N_ELEMENTS(ignored_mount_options); i++)
+		if (!strcmp(key, ignored_mount_options[i]))
+			return true;
+	return false;
+}
+
+/* Free one -o fault= rule (the array's free function). */
+static void mount_fault_free(gpointer data)
+{
+	struct dioloop_mount_fault *mf = data;
+
+	g_free(mf->node);
+	g_free(mf);
+}
+
+/* -o fault=NODE:WORD:WORD...: false after a one-line message. */
+static bool parse_mount_fault(const char *val, struct dioloop_mount_opts *o)
+{
+	g_auto(GStrv) parts = g_strsplit(val, ":", -1);
+	struct dioloop_mount_fault *mf;
+	g_autofree char *err = NULL;
+	struct fault_rule r;
+
+	if (!parts[0] || !*parts[0] || !parts[1]) {
+		dioloop_err("mount: bad fault '%s': expected fault=NODE:RULE "
+			    "(e.g. fault=disk0.img:write:error=EIO:rate=1%%; "
+			    "NODE * is every node)", val);
+		return false;
+	}
+	if (dioloop_fault_parse(parts + 1, (int)g_strv_length(parts + 1), &r,
+				&err) < 0) {
+		dioloop_err("mount: bad fault '%s': %s", val, err);
+		return false;
+	}
+	mf = g_new0(struct dioloop_mount_fault, 1);
+	mf->node = g_strdup(parts[0]);
+	mf->rule = r;
+	if (!o->faults)
+		o->faults = g_ptr_array_new_with_free_func(mount_fault_free);
+	g_ptr_array_add(o->faults, mf);
+	return true;
+}
+
+/* A limit given at mount (iops=500, total_bps=1G, ...): false after a
+ * one-line message. */
+static bool parse_mount_limit(const char *key, const char *val,
+			      struct dioloop_mount_opts *o)
+{
+	g_autofree char *word = g_strdup_printf("%s=%s", key, val ? val : "");
+	struct dioloop_limit_update u = { 0 };
+	g_autofree char *err = NULL;
+
+	if (dioloop_limit_parse(word, &u, &err) < 0) {
+		dioloop_err("mount: %s", err);
+		return false;
+	}
+	dioloop_limits_update(&o->limits, &u);
+	if (u.mask & (1u << DIOLOOP_LIMIT_TOTAL_BPS))
+		o->total_bps = u.value[DIOLOOP_LIMIT_TOTAL_BPS];
+	return true;
+}
+
 /* Parse -o options into opts; false after a one-line message. */
 static bool parse_mount_options(const char *list, struct dioloop_mount_opts *o)
 {
@@ -55,9 +138,15 @@ static bool parse_mount_options(const char *list, struct dioloop_mount_opts *o)
 
 		if (val)
 			*val++ = '\0';
-		if (!*key)
+		if (!*key || is_ignored_mount_option(key, val))
 			continue;
-		if (!strcmp(key, "ro") && !val)
+		if (dioloop_limit_key(key) >= 0) {
+			if (!parse_mount_limit(key, val, o))
+				return false;
+		} else if (!strcmp(key, "fault") && val) {
+			if (!parse_mount_fault(val, o))
+				return false;
+		} else if (!strcmp(key, "ro") && !val)
 			o->readonly = true;
 		else if (!strcmp(key, "rw") && !val)
 			o->readonly = false;
@@ -101,6 +190,23 @@ static bool parse_mount_options(const char *list, struct dioloop_mount_opts *o)
 
 static void detach_to_background(void);
 
+/* Say so when a -o fault= rule names no image of the source (it applies
+ * if one of that name appears later).  Control thread. */
+static void warn_unknown_fault_nodes(struct dioloop_fs *fs)
+{
+	guint i;
+
+	for (i = 0; fs->opts.faults && i < fs->opts.faults->len; i++) {
+		struct dioloop_mount_fault *mf = fs->opts.faults->pdata[i];
+		struct stat st;
+
+		if (strcmp(mf->node, "*") &&
+		    fstatat(fs->source_fd, mf->node, &st, 0) < 0)
+			g_warning("%s: fault rule for an image that is not in "
+				  "%s (yet)", mf->node, fs->source);
+	}
+}
+
 /* Tell the waiting parent how the start went (once); after a success the
  * daemon lets go of the terminal. */
 static void report_status(struct mount_state *ms, unsigned char status)
@@ -114,6 +220,19 @@ static void report_status(struct mount_state *ms, unsigned char status)
 	ms->status_fd = -1;
 	if (status == 0)
 		detach_to_background();
+}
+
+/* Foreground (and a background daemon until it lets go of the
+ * terminal): one line per event on stderr, "dioloop[PID]: message". */
+static void log_to_stderr(const gchar *domain, GLogLevelFlags level,
+			  const gchar *message, gpointer data)
+{
+	const struct dioloop_mount_opts *o = data;
+
+	if ((level & G_LOG_LEVEL_DEBUG) ||
+	    ((level & G_LOG_LEVEL_INFO) && !o->debug))
+		return;
+	fprintf(stderr, "dioloop[%d]: %s\n", (int)getpid(), message);
 }
 
 /* Background: stdio to /dev/null, log to syslog. */
@@ -301,11 +420,18 @@ static int run_mount(struct mount_state *ms, const char *source,
 	pthread_sigmask(SIG_BLOCK, &ms->signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	g_log_set_default_handler(log_to_stderr, &ms->fs.opts);
 	ret = dioloop_fs_init(&ms->fs, source, mountpoint, &ms->fs.opts);
 	if (ret < 0) {
 		dioloop_err("mount: %s: %s", source, g_strerror(-ret));
+		if (ms->fs.opts.faults)
+			g_ptr_array_free(ms->fs.opts.faults, TRUE);
 		return DIOLOOP_EXIT_FAIL;
 	}
+	/* Open (and lock) every image now, so that an image served by
+	 * another daemon is reported while the terminal still listens. */
+	dioloop_fs_open_all(&ms->fs);
+	warn_unknown_fault_nodes(&ms->fs);
 	/* I/O threads may be needed to clean the page cache; they need
 	 * CAP_SYS_RESOURCE, which containers often withhold. */
 	if (prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) < 0)
@@ -360,7 +486,9 @@ static int run_mount(struct mount_state *ms, const char *source,
 	report_status(ms, ret == 0 ? 0 : 1);
 	ret = ret == 0 ? DIOLOOP_EXIT_OK : DIOLOOP_EXIT_FAIL;
 
-	/* Answer what is still in flight before the session goes. */
+	/* Answer what is still in flight before the session goes: what
+	 * waits for a limit goes now (the worker pool may wait on it). */
+	dioloop_throttle_group_stop(&ms->fs.throttle);
 	dioloop_io_stop(&ms->fs);
 	dioloop_fs_drain_all(&ms->fs);
 	g_ptr_array_free(ms->loops, TRUE);
@@ -372,6 +500,31 @@ out_session:
 out_fs:
 	dioloop_fs_destroy(&ms->fs);
 	return ret;
+}
+
+/* Free a mount_state whose fs was never initialised (or is destroyed,
+ * which freed the fault rules: then they are NULL). */
+static void mount_state_free(struct mount_state *ms)
+{
+	if (ms->fs.opts.faults)
+		g_ptr_array_free(ms->fs.opts.faults, TRUE);
+	g_free(ms);
+}
+
+/* True if /etc/fuse.conf lets users mount with allow_other. */
+static bool user_allow_other(void)
+{
+	g_autofree char *text = NULL;
+	g_auto(GStrv) lines = NULL;
+	char **l;
+
+	if (!g_file_get_contents("/etc/fuse.conf", &text, NULL, NULL))
+		return false;
+	lines = g_strsplit(text, "\n", -1);
+	for (l = lines; *l; l++)
+		if (!strcmp(g_strstrip(*l), "user_allow_other"))
+			return true;
+	return false;
 }
 
 /* True if something is mounted on path (mounting on top would hide it). */
@@ -395,7 +548,9 @@ int dioloop_cmd_mount(int argc, char **argv)
 		  "stay in the foreground", NULL },
 		{ "options", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &opts,
 		  "mount options: ro, allow_other, growable, cache, sync, "
-		  "threads=N, queue_depth=N, max_write=BYTES", "OPTS" },
+		  "threads=N, queue_depth=N, max_write=BYTES, limits (iops=N, "
+		  "read_iops=N, write_iops=N, bps=N, read_bps=N, write_bps=N, "
+		  "burst_ms=N, total_bps=N) and fault=NODE:RULE", "OPTS" },
 		{ "loop", 0, 0, G_OPTION_ARG_NONE, &loop,
 		  "attach a loop device with direct I/O to every node and "
 		  "print 'NAME /dev/loopN' for each", NULL },
@@ -427,29 +582,43 @@ int dioloop_cmd_mount(int argc, char **argv)
 		.max_write = DIOLOOP_MAX_WRITE,
 		.debug = debug,
 	};
+	dioloop_limits_init(&ms->fs.opts.limits);
 	for (o = opts; o && *o; o++)
 		if (!parse_mount_options(*o, &ms->fs.opts)) {
-			g_free(ms);
+			mount_state_free(ms);
 			return DIOLOOP_EXIT_USAGE;
 		}
+	if (loop && geteuid() != 0) {
+		dioloop_err("mount: --loop needs root (loop devices); mount "
+			    "without it and attach with losetup as root");
+		mount_state_free(ms);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (ms->fs.opts.allow_other && geteuid() != 0 &&
+	    !user_allow_other()) {
+		dioloop_err("mount: allow_other: only root may use it unless "
+			    "/etc/fuse.conf has the line 'user_allow_other'");
+		mount_state_free(ms);
+		return DIOLOOP_EXIT_FAIL;
+	}
 	if (stat(argv[1], &st) < 0 || !S_ISDIR(st.st_mode)) {
 		dioloop_err("mount: SOURCE %s: %s", argv[1],
 			    access(argv[1], F_OK) < 0 ? g_strerror(errno) :
 			    "not a directory");
-		g_free(ms);
+		mount_state_free(ms);
 		return DIOLOOP_EXIT_FAIL;
 	}
 	if (stat(argv[2], &st) < 0 || !S_ISDIR(st.st_mode)) {
 		dioloop_err("mount: MOUNTPOINT %s: %s", argv[2],
 			    access(argv[2], F_OK) < 0 ? g_strerror(errno) :
 			    "not a directory");
-		g_free(ms);
+		mount_state_free(ms);
 		return DIOLOOP_EXIT_FAIL;
 	}
 	if (is_mount_point(argv[2])) {
 		dioloop_err("mount: MOUNTPOINT %s is already in use (a file "
 			    "system is mounted there)", argv[2]);
-		g_free(ms);
+		mount_state_free(ms);
 		return DIOLOOP_EXIT_FAIL;
 	}
 	ms->attach_loops = loop;
@@ -457,14 +626,14 @@ int dioloop_cmd_mount(int argc, char **argv)
 	if (!ms->foreground) {
 		if (pipe2(pipefd, O_CLOEXEC) < 0) {
 			dioloop_err("mount: pipe: %s", g_strerror(errno));
-			g_free(ms);
+			mount_state_free(ms);
 			return DIOLOOP_EXIT_FAIL;
 		}
 		fflush(stdout);
 		pid = fork();
 		if (pid < 0) {
 			dioloop_err("mount: fork: %s", g_strerror(errno));
-			g_free(ms);
+			mount_state_free(ms);
 			return DIOLOOP_EXIT_FAIL;
 		}
 		if (pid > 0) {
@@ -473,7 +642,7 @@ int dioloop_cmd_mount(int argc, char **argv)
 			close(pipefd[1]);
 			if (read(pipefd[0], &status, 1) != 1)
 				status = 1;
-			g_free(ms);
+			mount_state_free(ms);
 			return status;
 		}
 		close(pipefd[0]);
@@ -530,6 +699,10 @@ int dioloop_cmd_umount(int argc, char **argv)
 		g_autofree char *path = g_build_filename(real, name, NULL);
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 
+		/* Not served (another daemon has it), or gone: nothing of
+		 * ours to flush. */
+		if (fd < 0 && (errno == EBUSY || errno == ENOENT))
+			continue;
 		if (fd < 0 || fsync(fd) < 0) {
 			dioloop_err("umount: %s: flush: %s", path,
 				    g_strerror(errno));

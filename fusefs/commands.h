@@ -18,6 +18,9 @@ int dioloop_cmd_create(int argc, char **argv);
 int dioloop_cmd_info(int argc, char **argv);
 int dioloop_cmd_mount(int argc, char **argv);
 int dioloop_cmd_umount(int argc, char **argv);
+int dioloop_cmd_limit(int argc, char **argv);
+int dioloop_cmd_fault(int argc, char **argv);
+int dioloop_cmd_stats(int argc, char **argv);
 
 /* Print "dioloop: <message>" to stderr; for one-line errors. */
 void dioloop_err(const char *fmt, ...) G_GNUC_PRINTF(1, 2);

@@ -12,6 +12,8 @@
  *  - The aio completion thread (backends/aio.c) completes reads and writes
  *    and sends their replies.
  *  - Worker-pool threads run the blocking ops and reply.
+ *  - The throttle's timer thread (throttle.h) dispatches the reads and
+ *    writes that had to wait for their node's limits.
  *
  * Lifetime: a node lives in the table while the kernel holds lookups on
  * it, a file handle refers to it, or its image exists; its backend stays
@@ -30,6 +32,9 @@
 #include <sys/stat.h>
 
 #include "backends/backend.h"
+#include "backends/testing/fault.h"
+#include "fusefs/stats.h"
+#include "fusefs/throttle.h"
 #include "iter/page_pool.h"
 
 #define DIOLOOP_BLOCK_SIZE 4096
@@ -45,13 +50,35 @@ struct dioloop_mount_opts {
 	unsigned queue_depth;	/* -o queue_depth=N: requests in flight */
 	unsigned max_write;	/* -o max_write=BYTES */
 	bool debug;		/* -d: libfuse debug output */
+	struct dioloop_limits limits;	/* -o iops=...: every node's */
+	uint64_t total_bps;	/* -o total_bps: shared by the busy nodes */
+	GPtrArray *faults;	/* -o fault=: struct dioloop_mount_fault */
+};
+
+/* A fault rule given at mount, for the node called node ("*": all). */
+struct dioloop_mount_fault {
+	char *node;
+	struct fault_rule rule;
+};
+
+/* An image's OFD lock, shared by the nodes that serve the same file (a
+ * symlink alias and its target). */
+struct dioloop_image_lock {
+	char *key;			/* "dev:ino" */
+	int fd;				/* holds the lock */
+	unsigned int refs;		/* by fs->lock */
 };
 
 struct dioloop_node {
 	fuse_ino_t ino;
 	char *name;			/* file name in the source directory */
-	struct backend *b;		/* open while the node exists */
+	struct backend *b;		/* the fault layer (fault.h) over the
+					 * image's backend; open while the
+					 * node exists */
 	bool readonly;			/* image or mount read-only */
+	struct dioloop_image_lock *lock;	/* the image's, shared */
+	struct dioloop_throttle throttle;	/* its own lock: the group's */
+	struct dioloop_node_stats stats;	/* atomics */
 	/* protected by fs->lock: */
 	uint64_t nlookup;		/* kernel references */
 	unsigned int open_count;	/* file handles */
@@ -81,7 +108,16 @@ struct dioloop_fs {
 	/* Rate-limited error log: "node\0kind" -> last time logged. */
 	GMutex log_lock;
 	GHashTable *logged;
+
+	struct dioloop_throttle_group throttle;	/* every node's */
+	struct dioloop_limits limits;	/* given to new nodes; by lock */
+	GHashTable *image_locks;	/* "dev:ino" -> struct
+					 * dioloop_image_lock; by lock */
+	gint64 started;			/* monotonic us */
 };
+
+/* Inode numbers below this are the control files (control.h). */
+#define DIOLOOP_FIRST_NODE_INO 16
 
 /* nodes.c */
 int dioloop_fs_init(struct dioloop_fs *fs, const char *source,
@@ -114,6 +150,21 @@ void dioloop_fs_flush_all(struct dioloop_fs *fs);
 /* Log err for node, at most once per node and kind every 10 s. */
 void dioloop_fs_log_error(struct dioloop_fs *fs, struct dioloop_node *node,
 			  const char *kind, int err);
+/* True if the event called key may be logged now (at most once every
+ * 10 s per key). */
+bool dioloop_fs_log_ratelimit(struct dioloop_fs *fs, const char *key);
+/* Open every image of the source directory now (at mount: refusals are
+ * reported while the terminal still listens).  Control thread. */
+void dioloop_fs_open_all(struct dioloop_fs *fs);
+/* The nodes in the table (not gone), each held by one lookup until
+ * dioloop_fs_nodes_unref. */
+GPtrArray *dioloop_fs_nodes_ref(struct dioloop_fs *fs);
+void dioloop_fs_nodes_unref(struct dioloop_fs *fs, GPtrArray *nodes);
+/* Change limits: the mount's defaults and every node (node NULL), or one
+ * node.  Only the keys in u change.  Any thread. */
+struct dioloop_limit_update;
+int dioloop_fs_set_limits(struct dioloop_fs *fs, struct dioloop_node *node,
+			  const struct dioloop_limit_update *u);
 
 /* I/O admission: hold off while a resize drains the node. */
 void dioloop_node_io_begin(struct dioloop_node *node);
@@ -142,5 +193,8 @@ void dioloop_do_truncate(fuse_req_t req, struct dioloop_node *node,
 /* Start/stop the worker pool used by the blocking ops. */
 int dioloop_io_start(struct dioloop_fs *fs);
 void dioloop_io_stop(struct dioloop_fs *fs);
+/* Run fn(arg) on the worker pool (for control work that may block). */
+void dioloop_io_call(struct dioloop_fs *fs, void (*fn)(void *arg),
+		     void *arg);
 
 #endif

@@ -3,6 +3,14 @@
  * Node I/O: FUSE reads and writes become kiocbs over pool pages, answered
  * from the completion thread; the ops that may block run on the worker
  * pool and answer from there.
+ *
+ * Every read and write passes one dispatch point, dioloop_io_submit():
+ * there the node's throttle admits it or keeps it waiting (its pages
+ * held, no thread held) until the timer thread dispatches it.  The
+ * worker-pool ops that move or drop data (discard, write-zeroes, the
+ * copy behind copy_file_range) ask the same throttle and wait on their
+ * worker thread.  Every request is counted in the node's statistics just
+ * before its reply.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,18 +29,35 @@
 struct dioloop_io {
 	struct kiocb iocb;
 	struct iov_iter iter;
+	struct dioloop_throttle_req treq;	/* while it waits to go */
 	fuse_req_t req;
 	struct dioloop_fs *fs;
 	struct dioloop_node *node;
+	uint64_t start;			/* arrival, ns (statistics) */
 	unsigned int nr_pages;
 	struct bio_vec bvec[];
 };
+
+/* Count a request answered without I/O and reply with err (-errno, or
+ * 0: an empty read or write).  FUSE worker. */
+static void dioloop_reply_early(fuse_req_t req, struct dioloop_node *node,
+				enum dioloop_stat_op op, uint64_t start,
+				int err)
+{
+	dioloop_stats_end(&node->stats, op, 0, err, start);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else if (op == DIOLOOP_OP_READ)
+		fuse_reply_buf(req, NULL, 0);
+	else
+		fuse_reply_write(req, 0);
+}
 
 /* Pages for size bytes as bio_vecs; waits for the pool when it is
  * exhausted (in-flight requests give pages back as they complete). */
 static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 					   struct dioloop_node *node,
-					   size_t size)
+					   size_t size, uint64_t start)
 {
 	struct dioloop_fs *fs = fuse_req_userdata(req);
 	unsigned int n = (unsigned int)((size + DIOLOOP_PAGE_SIZE - 1) /
@@ -45,6 +70,7 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 	io->req = req;
 	io->fs = fs;
 	io->node = node;
+	io->start = start;
 	io->nr_pages = n;
 	if (dioloop_page_pool_get_many(fs->pool, pages, n) < 0)
 		for (i = 0; i < n; i++)
@@ -73,8 +99,9 @@ static void dioloop_io_free(struct dioloop_io *io)
 	g_free(io);
 }
 
-/* Completion of a read: reply with the pages.  Completion thread, or the
- * FUSE worker when the backend finished inline. */
+/* Completion of a read: reply with the pages.  Completion thread, the
+ * fault layer's delay thread, or the thread that dispatched it (FUSE
+ * worker or timer thread) when the backend finished inline. */
 static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 {
 	struct dioloop_io *io = container_of(iocb, struct dioloop_io, iocb);
@@ -82,6 +109,9 @@ static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 	size_t left;
 	int n = 0;
 
+	dioloop_stats_end(&io->node->stats, DIOLOOP_OP_READ,
+			  res > 0 ? (uint64_t)res : 0, res < 0 ? (int)res : 0,
+			  io->start);
 	if (res < 0) {
 		dioloop_fs_log_error(io->fs, io->node, "read", (int)res);
 		fuse_reply_err(io->req, (int)-res);
@@ -97,10 +127,15 @@ static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 	dioloop_io_free(io);
 }
 
+/* Completion of a write.  Completion thread, the fault layer's delay
+ * thread, or the thread that dispatched it when it finished inline. */
 static void dioloop_write_done(struct kiocb *iocb, ssize_t res)
 {
 	struct dioloop_io *io = container_of(iocb, struct dioloop_io, iocb);
 
+	dioloop_stats_end(&io->node->stats, DIOLOOP_OP_WRITE,
+			  res > 0 ? (uint64_t)res : 0, res < 0 ? (int)res : 0,
+			  io->start);
 	if (res < 0) {
 		dioloop_fs_log_error(io->fs, io->node, "write", (int)res);
 		fuse_reply_err(io->req, (int)-res);
@@ -110,11 +145,27 @@ static void dioloop_write_done(struct kiocb *iocb, ssize_t res)
 	dioloop_io_free(io);
 }
 
+/* Hand the request to the backend.  The thread that admitted it: a FUSE
+ * worker, or the throttle's timer thread. */
+static void dioloop_io_dispatch(struct dioloop_io *io)
+{
+	ssize_t ret = backend_direct_IO_bvec(io->node->b, &io->iocb);
+
+	if (ret != -EIOCBQUEUED)
+		io->iocb.ki_complete(&io->iocb, ret);
+}
+
+/* Its turn came after waiting for the node's limits.  Timer thread. */
+static void dioloop_io_throttled(struct dioloop_throttle_req *treq)
+{
+	dioloop_io_dispatch(container_of(treq, struct dioloop_io, treq));
+}
+
+/* The dispatch point: throttle, then the backend.  FUSE worker; never
+ * waits for the limits (a request over them waits in the queue). */
 static void dioloop_io_submit(struct dioloop_io *io, int rw, off_t off,
 			      kiocb_complete_t done)
 {
-	ssize_t ret;
-
 	io->iocb = (struct kiocb){
 		.ki_rw = rw,
 		.ki_pos = (uint64_t)off,
@@ -122,50 +173,58 @@ static void dioloop_io_submit(struct dioloop_io *io, int rw, off_t off,
 		.ki_complete = done,
 		.ki_private = io,
 	};
+	io->treq = (struct dioloop_throttle_req){
+		.dir = rw,
+		.bytes = iov_iter_count(&io->iter),
+		.dispatch = dioloop_io_throttled,
+	};
+	/* In flight from here: a resize drains waiting requests too. */
 	dioloop_node_io_begin(io->node);
-	ret = backend_direct_IO_bvec(io->node->b, &io->iocb);
-	if (ret != -EIOCBQUEUED)
-		done(&io->iocb, ret);
+	if (dioloop_throttle_submit(&io->node->throttle, &io->treq))
+		dioloop_io_dispatch(io);
 }
 
 void dioloop_do_read(fuse_req_t req, struct dioloop_node *node, size_t size,
 		     off_t off)
 {
+	uint64_t start = dioloop_stats_begin(&node->stats);
+
 	if (off < 0 || size > DIOLOOP_MAX_WRITE) {
-		fuse_reply_err(req, EINVAL);
+		dioloop_reply_early(req, node, DIOLOOP_OP_READ, start, -EINVAL);
 		return;
 	}
 	if (size == 0) {
-		fuse_reply_buf(req, NULL, 0);
+		dioloop_reply_early(req, node, DIOLOOP_OP_READ, start, 0);
 		return;
 	}
-	dioloop_io_submit(dioloop_io_alloc(req, node, size), DIOLOOP_READ, off,
-			  dioloop_read_done);
+	dioloop_io_submit(dioloop_io_alloc(req, node, size, start),
+			  DIOLOOP_READ, off, dioloop_read_done);
 }
 
 void dioloop_do_write(fuse_req_t req, struct dioloop_node *node,
 		      const char *buf, size_t size, off_t off)
 {
+	uint64_t start = dioloop_stats_begin(&node->stats);
 	struct iovec src = { (void *)buf, size };
 	struct dioloop_io *io;
 	struct iov_iter it;
 	unsigned int i;
 
 	if (node->readonly) {
-		fuse_reply_err(req, EROFS);
+		dioloop_reply_early(req, node, DIOLOOP_OP_WRITE, start, -EROFS);
 		return;
 	}
 	if (off < 0 || size > DIOLOOP_MAX_WRITE) {
-		fuse_reply_err(req, EINVAL);
+		dioloop_reply_early(req, node, DIOLOOP_OP_WRITE, start, -EINVAL);
 		return;
 	}
 	if (size == 0) {
-		fuse_reply_write(req, 0);
+		dioloop_reply_early(req, node, DIOLOOP_OP_WRITE, start, 0);
 		return;
 	}
 	/* The kernel's buffer is the worker's: copy the payload once into
 	 * pages the request owns until it completes. */
-	io = dioloop_io_alloc(req, node, size);
+	io = dioloop_io_alloc(req, node, size, start);
 	iov_iter_init(&it, &src, 1, size, 0);
 	for (i = 0; i < io->nr_pages; i++) {
 		iov_iter_copy_from_user(io->bvec[i].bv_page, &it, 0,
@@ -183,6 +242,7 @@ enum dioloop_work_kind {
 	WORK_LSEEK,
 	WORK_COPY,
 	WORK_TRUNCATE,
+	WORK_CALL,
 };
 
 struct dioloop_work {
@@ -192,13 +252,26 @@ struct dioloop_work {
 	int mode;		/* fallocate mode, lseek whence, setattr mask */
 	off_t off, off_out;
 	uint64_t len;
+	uint64_t start;		/* arrival, ns (statistics) */
 	struct stat attr;
+	void (*fn)(void *arg);	/* WORK_CALL */
+	void *arg;
 };
 
 static void dioloop_queue_work(struct dioloop_work *w)
 {
 	struct dioloop_fs *fs = fuse_req_userdata(w->req);
 
+	g_thread_pool_push(fs->workers, w, NULL);
+}
+
+void dioloop_io_call(struct dioloop_fs *fs, void (*fn)(void *arg), void *arg)
+{
+	struct dioloop_work *w = g_new0(struct dioloop_work, 1);
+
+	w->kind = WORK_CALL;
+	w->fn = fn;
+	w->arg = arg;
 	g_thread_pool_push(fs->workers, w, NULL);
 }
 
@@ -248,6 +321,9 @@ static int dioloop_fallocate(struct dioloop_node *node, int mode, uint64_t off,
 		return 0;
 	if (end > (uint64_t)size)
 		len = (uint64_t)size - off;
+	if (mode == FALLOC_FL_PUNCH_HOLE || mode == FALLOC_FL_ZERO_RANGE)
+		/* One write op, no bytes: nothing goes through us. */
+		dioloop_throttle_wait(&node->throttle, DIOLOOP_WRITE, 0);
 	if (mode == FALLOC_FL_PUNCH_HOLE)
 		return backend_discard(node->b, off, len);
 	if (mode == FALLOC_FL_ZERO_RANGE)
@@ -292,9 +368,9 @@ static ssize_t dioloop_copy(struct dioloop_node *in, uint64_t off_in,
 			    struct dioloop_node *out, uint64_t off_out,
 			    uint64_t len)
 {
-	int64_t size_in = backend_get_size(in->b);
+	int64_t size_in = backend_get_size(in->b), size_out;
 	uint64_t done = 0;
-	ssize_t ret;
+	ssize_t ret = 0;
 	void *buf;
 
 	if (size_in < 0)
@@ -304,16 +380,28 @@ static ssize_t dioloop_copy(struct dioloop_node *in, uint64_t off_in,
 	if (off_in >= (uint64_t)size_in)
 		return 0;
 	len = MIN(len, (uint64_t)size_in - off_in);
-	ret = backend_clone_range(in->b, off_in, out->b, off_out, len);
-	if (ret != -EOPNOTSUPP && ret != -EXDEV)
-		return ret;
+	size_out = backend_get_size(out->b);
+	/* A clone stays inside the target (the core clamps it there); what
+	 * reaches past its end is a write: the copy says ENOSPC, or grows a
+	 * growable node. */
+	if (size_out >= 0 && off_out <= (uint64_t)size_out &&
+	    len <= (uint64_t)size_out - off_out) {
+		dioloop_throttle_wait(&out->throttle, DIOLOOP_WRITE, 0);
+		ret = backend_clone_range(in->b, off_in, out->b, off_out, len);
+		if (ret != -EOPNOTSUPP && ret != -EXDEV)
+			return ret;
+	}
 	buf = g_malloc(DIOLOOP_MAX_WRITE);
 	while (done < len) {
 		size_t n = (size_t)MIN(len - done, DIOLOOP_MAX_WRITE);
 
+		/* The copy is I/O of both nodes: each pays its limits. */
+		dioloop_throttle_wait(&in->throttle, DIOLOOP_READ, n);
 		ret = backend_pread(in->b, buf, n, off_in + done);
 		if (ret <= 0)
 			break;
+		dioloop_throttle_wait(&out->throttle, DIOLOOP_WRITE,
+				      (uint64_t)ret);
 		ret = backend_pwrite(out->b, buf, (size_t)ret, off_out + done);
 		if (ret <= 0)
 			break;
@@ -332,14 +420,25 @@ static void dioloop_work_run(gpointer data, gpointer user)
 	int ret;
 
 	switch (w->kind) {
+	case WORK_CALL:
+		w->fn(w->arg);
+		break;
 	case WORK_FSYNC:
-		dioloop_reply_status(w, "flush", backend_flush(w->node->b));
+		ret = backend_flush(w->node->b);
+		dioloop_stats_end(&w->node->stats, DIOLOOP_OP_FLUSH, 0, ret,
+				  w->start);
+		dioloop_reply_status(w, "flush", ret);
 		break;
 	case WORK_FALLOCATE:
-		dioloop_reply_status(w, "fallocate",
-				     dioloop_fallocate(w->node, w->mode,
-						       (uint64_t)w->off,
-						       w->len));
+		ret = dioloop_fallocate(w->node, w->mode, (uint64_t)w->off,
+					w->len);
+		if (w->mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+			dioloop_stats_end(&w->node->stats,
+					  (w->mode & FALLOC_FL_PUNCH_HOLE) ?
+					  DIOLOOP_OP_DISCARD :
+					  DIOLOOP_OP_WRITE_ZEROES,
+					  w->len, ret, w->start);
+		dioloop_reply_status(w, "fallocate", ret);
 		break;
 	case WORK_LSEEK:
 		ret = dioloop_lseek(w->node, w->mode, (uint64_t)w->off, &pos);
@@ -351,6 +450,9 @@ static void dioloop_work_run(gpointer data, gpointer user)
 	case WORK_COPY:
 		n = dioloop_copy(w->node, (uint64_t)w->off, w->out,
 				 (uint64_t)w->off_out, w->len);
+		dioloop_stats_end(&w->out->stats, DIOLOOP_OP_COPY,
+				  n > 0 ? (uint64_t)n : 0, n < 0 ? (int)n : 0,
+				  w->start);
 		if (n < 0)
 			dioloop_reply_status(w, "copy_file_range", (int)n);
 		else
@@ -390,7 +492,10 @@ static struct dioloop_work *dioloop_work_new(enum dioloop_work_kind kind,
 
 void dioloop_do_fsync(fuse_req_t req, struct dioloop_node *node)
 {
-	dioloop_queue_work(dioloop_work_new(WORK_FSYNC, req, node));
+	struct dioloop_work *w = dioloop_work_new(WORK_FSYNC, req, node);
+
+	w->start = dioloop_stats_begin(&node->stats);
+	dioloop_queue_work(w);
 }
 
 void dioloop_do_fallocate(fuse_req_t req, struct dioloop_node *node, int mode,
@@ -406,6 +511,8 @@ void dioloop_do_fallocate(fuse_req_t req, struct dioloop_node *node, int mode,
 	w->mode = mode;
 	w->off = off;
 	w->len = (uint64_t)len;
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+		w->start = dioloop_stats_begin(&node->stats);
 	dioloop_queue_work(w);
 }
 
@@ -435,6 +542,7 @@ void dioloop_do_copy_file_range(fuse_req_t req, struct dioloop_node *in,
 		return;
 	}
 	w = dioloop_work_new(WORK_COPY, req, in);
+	w->start = dioloop_stats_begin(&out->stats);
 	w->out = out;
 	w->off = off_in;
 	w->off_out = off_out;

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fusefs/commands.h"
 
@@ -23,7 +24,25 @@ static const struct command commands[] = {
 	{ "umount", "flush, detach loop devices and unmount", dioloop_cmd_umount },
 	{ "create", "create an image", dioloop_cmd_create },
 	{ "info", "show an image's format, size and allocation", dioloop_cmd_info },
+	{ "limit", "show or change I/O limits of a mount or a node", dioloop_cmd_limit },
+	{ "fault", "inject errors and latency into a node, or stop", dioloop_cmd_fault },
+	{ "stats", "show a mount's statistics", dioloop_cmd_stats },
 };
+
+/*
+ * mount.fuse3 (mount -t fuse.dioloop, /etc/fstab, systemd) runs
+ * "dioloop SOURCE MOUNTPOINT -o OPTS": true if argv looks like that (the
+ * first word is no command but a path or an nfs:// URL).
+ */
+static bool is_mount_helper_call(int argc, char **argv)
+{
+	struct stat st;
+
+	if (argc < 3 || argv[1][0] == '-')
+		return false;
+	return strchr(argv[1], '/') || (stat(argv[1], &st) == 0 &&
+					 S_ISDIR(st.st_mode));
+}
 
 void dioloop_err(const char *fmt, ...)
 {
@@ -91,6 +110,13 @@ int main(int argc, char **argv)
 	for (i = 0; i < G_N_ELEMENTS(commands); i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return commands[i].run(argc - 1, argv + 1);
+	if (is_mount_helper_call(argc, argv)) {
+		static char mount_name[] = "mount";
+
+		/* As "dioloop mount SOURCE MOUNTPOINT -o OPTS". */
+		argv[0] = mount_name;
+		return dioloop_cmd_mount(argc, argv);
+	}
 	dioloop_err("unknown command '%s' (see 'dioloop --help')", argv[1]);
 	return DIOLOOP_EXIT_USAGE;
 }

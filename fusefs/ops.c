@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The FUSE low-level operations.  All run on FUSE worker threads; the
- * ones that touch image data hand off to io.c and return at once.
+ * ones that touch image data hand off to io.c and return at once, the
+ * ones on the control directory (.dioloop) to control.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "fusefs/control.h"
 #include "fusefs/fs.h"
 
 #define DIOLOOP_ENTRY_TIMEOUT 1.0
@@ -67,6 +69,11 @@ static void dioloop_op_lookup(fuse_req_t req, fuse_ino_t parent,
 	struct stat st;
 	int ret;
 
+	if ((parent == FUSE_ROOT_ID && !strcmp(name, DIOLOOP_CTL_DIR)) ||
+	    dioloop_is_ctl_ino(parent)) {
+		dioloop_ctl_lookup(req, parent, name);
+		return;
+	}
 	if (parent != FUSE_ROOT_ID) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
@@ -129,6 +136,10 @@ static void dioloop_op_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_attr(req, &st, DIOLOOP_ENTRY_TIMEOUT);
 		return;
 	}
+	if (dioloop_is_ctl_ino(ino)) {
+		dioloop_ctl_getattr(req, ino);
+		return;
+	}
 	node = dioloop_node_get(fs, ino);
 	if (!node) {
 		fuse_reply_err(req, ENOENT);
@@ -146,6 +157,10 @@ static void dioloop_op_setattr(fuse_req_t req, fuse_ino_t ino,
 	struct dioloop_node *node = dioloop_node_get(fs, ino);
 	int ret = 0;
 
+	if (dioloop_is_ctl_ino(ino)) {
+		dioloop_ctl_setattr(req, ino, attr, to_set);
+		return;
+	}
 	if (!node) {
 		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EPERM : ENOENT);
 		return;
@@ -195,6 +210,11 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 	DIR *dir;
 	int fd;
 
+	if (ino == DIOLOOP_CTL_DIR_INO) {
+		fi->fh = (uint64_t)(uintptr_t)dioloop_ctl_names();
+		fuse_reply_open(req, fi);
+		return;
+	}
 	if (ino != FUSE_ROOT_ID) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
@@ -275,6 +295,10 @@ static void dioloop_op_open(fuse_req_t req, fuse_ino_t ino,
 	struct dioloop_fs *fs = fs_of(req);
 	struct dioloop_node *node = dioloop_node_get(fs, ino);
 
+	if (dioloop_is_ctl_ino(ino)) {
+		dioloop_ctl_open(req, ino, fi);
+		return;
+	}
 	if (!node) {
 		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
 		return;
@@ -295,6 +319,10 @@ static void dioloop_op_open(fuse_req_t req, fuse_ino_t ino,
 static void dioloop_op_release(fuse_req_t req, fuse_ino_t ino,
 			       struct fuse_file_info *fi)
 {
+	if (dioloop_is_ctl_ino(ino)) {
+		dioloop_ctl_release(req, ino, fi);
+		return;
+	}
 	dioloop_node_release(fs_of(req), node_of(fi));
 	fuse_reply_err(req, 0);
 }
@@ -302,12 +330,20 @@ static void dioloop_op_release(fuse_req_t req, fuse_ino_t ino,
 static void dioloop_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 			    off_t off, struct fuse_file_info *fi)
 {
+	if (dioloop_is_ctl_ino(ino)) {
+		dioloop_ctl_read(req, ino, size, off, fi);
+		return;
+	}
 	dioloop_do_read(req, node_of(fi), size, off);
 }
 
 static void dioloop_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 			     size_t size, off_t off, struct fuse_file_info *fi)
 {
+	if (dioloop_is_ctl_ino(ino)) {
+		dioloop_ctl_write(req, ino, buf, size, off, fi);
+		return;
+	}
 	dioloop_do_write(req, node_of(fi), buf, size, off);
 }
 
@@ -320,6 +356,10 @@ static void dioloop_op_flush(fuse_req_t req, fuse_ino_t ino,
 static void dioloop_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 			     struct fuse_file_info *fi)
 {
+	if (dioloop_is_ctl_ino(ino)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
 	dioloop_do_fsync(req, node_of(fi));
 }
 
@@ -327,12 +367,21 @@ static void dioloop_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 				 off_t off, off_t len,
 				 struct fuse_file_info *fi)
 {
+	if (dioloop_is_ctl_ino(ino)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	dioloop_do_fallocate(req, node_of(fi), mode, off, len);
 }
 
 static void dioloop_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off,
 			     int whence, struct fuse_file_info *fi)
 {
+	/* Never ENOSYS: the kernel would stop asking for every file. */
+	if (dioloop_is_ctl_ino(ino)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
 	dioloop_do_lseek(req, node_of(fi), off, whence);
 }
 
@@ -343,7 +392,7 @@ static void dioloop_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
 				       struct fuse_file_info *fi_out,
 				       size_t len, int flags)
 {
-	if (flags) {
+	if (flags || dioloop_is_ctl_ino(ino_in) || dioloop_is_ctl_ino(ino_out)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}

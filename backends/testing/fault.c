@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 struct fault_rule_state {
@@ -32,7 +33,11 @@ struct fault {
 
 	GMutex lock;
 	GArray *rules;			/* of fault_rule_state; by lock */
-	struct fault_stats stats;	/* by lock */
+	struct fault_stats stats;	/* by lock, except ops: */
+	_Atomic uint64_t ops[FAULT_KIND_NR];	/* ops seen (atomic: counted
+						 * without the lock when there
+						 * is no rule) */
+	atomic_uint nr_rules;		/* rules->len, written under lock */
 
 	GMutex delay_lock;
 	GCond delay_cond;
@@ -117,8 +122,12 @@ static struct fault_verdict fault_decide(struct fault *f,
 	struct fault_verdict v = { 0, 0 };
 	guint i;
 
+	atomic_fetch_add_explicit(&f->ops[kind], 1, memory_order_relaxed);
+	/* No rule: pass through without the lock (the usual case of a
+	 * daemon that stacks this backend on every image). */
+	if (atomic_load_explicit(&f->nr_rules, memory_order_acquire) == 0)
+		return v;
 	g_mutex_lock(&f->lock);
-	f->stats.ops[kind]++;
 	for (i = 0; i < f->rules->len; i++) {
 		struct fault_rule_state *rs =
 			&g_array_index(f->rules, struct fault_rule_state, i);
@@ -422,6 +431,8 @@ int fault_backend_add_rule(struct backend *b, const struct fault_rule *r)
 	rs.rng = r->seed ? r->seed : 0x5eed5eed5eed5eedULL;
 	g_mutex_lock(&f->lock);
 	g_array_append_val(f->rules, rs);
+	atomic_store_explicit(&f->nr_rules, f->rules->len,
+			      memory_order_release);
 	g_mutex_unlock(&f->lock);
 	return 0;
 }
@@ -433,27 +444,52 @@ void fault_backend_clear(struct backend *b)
 	g_assert(b->ops == &fault_backend_ops);
 	g_mutex_lock(&f->lock);
 	g_array_set_size(f->rules, 0);
+	atomic_store_explicit(&f->nr_rules, 0, memory_order_release);
 	g_mutex_unlock(&f->lock);
+}
+
+unsigned int fault_backend_get_rules(struct backend *b,
+				     struct fault_rule *rules,
+				     unsigned int max)
+{
+	struct fault *f = b->priv;
+	unsigned int i, n;
+
+	g_assert(b->ops == &fault_backend_ops);
+	g_mutex_lock(&f->lock);
+	n = f->rules->len;
+	for (i = 0; i < n && i < max; i++)
+		rules[i] = g_array_index(f->rules, struct fault_rule_state,
+					 i).rule;
+	g_mutex_unlock(&f->lock);
+	return n;
 }
 
 void fault_backend_get_stats(struct backend *b, struct fault_stats *st)
 {
 	struct fault *f = b->priv;
+	int k;
 
 	g_assert(b->ops == &fault_backend_ops);
 	g_mutex_lock(&f->lock);
 	*st = f->stats;
 	g_mutex_unlock(&f->lock);
+	for (k = 0; k < FAULT_KIND_NR; k++)
+		st->ops[k] = atomic_load_explicit(&f->ops[k],
+						  memory_order_relaxed);
 }
 
 void fault_backend_reset_stats(struct backend *b)
 {
 	struct fault *f = b->priv;
+	int k;
 
 	g_assert(b->ops == &fault_backend_ops);
 	g_mutex_lock(&f->lock);
 	memset(&f->stats, 0, sizeof(f->stats));
 	g_mutex_unlock(&f->lock);
+	for (k = 0; k < FAULT_KIND_NR; k++)
+		atomic_store_explicit(&f->ops[k], 0, memory_order_relaxed);
 }
 
 struct backend *fault_backend_inner(struct backend *b)

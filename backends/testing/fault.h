@@ -28,7 +28,8 @@
  * injected error is returned inline (no callback).
  *
  * Threads: rules may be added, cleared and counters read from any thread
- * while I/O runs (one mutex).  Delayed completions run on the delay
+ * while I/O runs (one mutex; with no rule set, ops pass without taking it,
+ * so the layer costs next to nothing when it injects nothing).  Delayed completions run on the delay
  * thread, which close joins: never close from a completion callback.
  */
 #ifndef DIOLOOP_TESTING_FAULT_H
@@ -91,6 +92,11 @@ struct fault_stats {
 int fault_backend_add_rule(struct backend *b, const struct fault_rule *r);
 /* Remove every rule; later ops pass straight through.  Counters stay. */
 void fault_backend_clear(struct backend *b);
+/* Copy up to max rules, in order, into rules; returns how many there
+ * are (may exceed max). */
+unsigned int fault_backend_get_rules(struct backend *b,
+				     struct fault_rule *rules,
+				     unsigned int max);
 /* A snapshot of the counters / zero them. */
 void fault_backend_get_stats(struct backend *b, struct fault_stats *st);
 void fault_backend_reset_stats(struct backend *b);

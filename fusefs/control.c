@@ -1,0 +1,443 @@
+/* SPDX-License-Identifier: MIT */
+/* The control directory: stats.json and the ctl file (see control.h). */
+#include "fusefs/control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fusefs/spec.h"
+
+#define CTL_MAX_COMMAND 4096
+#define CTL_MAX_RULES 64
+
+/* An open control file: what reads return. */
+struct dioloop_ctl_file {
+	GMutex lock;
+	GString *out;		/* the snapshot, or the last reply; by lock */
+};
+
+/* The mount a request is for. */
+static struct dioloop_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* An open control file with nothing to read yet. */
+static struct dioloop_ctl_file *ctl_file_new(void)
+{
+	struct dioloop_ctl_file *f = g_new0(struct dioloop_ctl_file, 1);
+
+	g_mutex_init(&f->lock);
+	f->out = g_string_new(NULL);
+	return f;
+}
+
+/* Free an open control file (no request uses it any more). */
+static void ctl_file_free(struct dioloop_ctl_file *f)
+{
+	g_string_free(f->out, TRUE);
+	g_mutex_clear(&f->lock);
+	g_free(f);
+}
+
+/* Attributes of a control inode: owned by the mounting user. */
+static void ctl_stat(fuse_ino_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_blksize = DIOLOOP_BLOCK_SIZE;
+	clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+	st->st_atim = st->st_ctim = st->st_mtim;
+	switch (ino) {
+	case DIOLOOP_CTL_DIR_INO:
+		st->st_mode = S_IFDIR | 0755;
+		st->st_nlink = 2;
+		break;
+	case DIOLOOP_STATS_INO:
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		break;
+	default:
+		st->st_mode = S_IFREG | 0600;
+		st->st_nlink = 1;
+		break;
+	}
+}
+
+/* Lookup in the root (.dioloop) or in .dioloop.  FUSE worker. */
+void dioloop_ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	fuse_ino_t ino = 0;
+
+	if (parent == FUSE_ROOT_ID && !strcmp(name, DIOLOOP_CTL_DIR))
+		ino = DIOLOOP_CTL_DIR_INO;
+	else if (parent == DIOLOOP_CTL_DIR_INO && !strcmp(name, "stats.json"))
+		ino = DIOLOOP_STATS_INO;
+	else if (parent == DIOLOOP_CTL_DIR_INO && !strcmp(name, "ctl"))
+		ino = DIOLOOP_CTL_FILE_INO;
+	if (!ino) {
+		fuse_reply_err(req, parent == DIOLOOP_CTL_DIR_INO ? ENOENT :
+								    ENOTDIR);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = ino;
+	ctl_stat(ino, &e.attr);
+	e.entry_timeout = 1.0;
+	fuse_reply_entry(req, &e);
+}
+
+/* Attributes of a control inode.  FUSE worker. */
+void dioloop_ctl_getattr(fuse_req_t req, fuse_ino_t ino)
+{
+	struct stat st;
+
+	if (ino > DIOLOOP_CTL_FILE_INO) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	ctl_stat(ino, &st);
+	fuse_reply_attr(req, &st, 0);
+}
+
+/* Truncation of ctl to 0 (O_TRUNC); nothing else.  FUSE worker. */
+void dioloop_ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			 int to_set)
+{
+	struct stat st;
+
+	if (ino != DIOLOOP_CTL_FILE_INO || to_set != FUSE_SET_ATTR_SIZE ||
+	    attr->st_size != 0) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	ctl_stat(ino, &st);
+	fuse_reply_attr(req, &st, 0);
+}
+
+GPtrArray *dioloop_ctl_names(void)
+{
+	GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+
+	g_ptr_array_add(names, g_strdup("ctl"));
+	g_ptr_array_add(names, g_strdup("stats.json"));
+	return names;
+}
+
+/* Opening stats.json: the snapshot, built on the worker pool. */
+struct stats_open {
+	fuse_req_t req;
+	struct fuse_file_info fi;	/* a copy: the caller's is gone */
+	struct dioloop_fs *fs;
+};
+
+/* Build the snapshot and answer the open.  Worker thread. */
+static void stats_open_run(void *arg)
+{
+	struct stats_open *so = arg;
+	struct dioloop_ctl_file *f = ctl_file_new();
+	size_t len;
+	char *json = dioloop_stats_json(so->fs, &len);
+
+	g_string_append_len(f->out, json, (gssize)len);
+	g_free(json);
+	so->fi.fh = (uint64_t)(uintptr_t)f;
+	if (fuse_reply_open(so->req, &so->fi) == -ENOENT)
+		ctl_file_free(f);	/* the opener was interrupted */
+	g_free(so);
+}
+
+/* Open stats.json (snapshot built on the worker pool) or ctl.
+ * FUSE worker. */
+void dioloop_ctl_open(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi)
+{
+	struct dioloop_ctl_file *f;
+	struct stats_open *so;
+
+	if (ino == DIOLOOP_CTL_DIR_INO) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if (ino != DIOLOOP_STATS_INO && ino != DIOLOOP_CTL_FILE_INO) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	/* Reads come to us whatever the size says. */
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	fi->noflush = 1;
+	if (ino == DIOLOOP_STATS_INO) {
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			fuse_reply_err(req, EACCES);
+			return;
+		}
+		so = g_new0(struct stats_open, 1);
+		so->req = req;
+		so->fi = *fi;
+		so->fs = fs_of(req);
+		dioloop_io_call(so->fs, stats_open_run, so);
+		return;
+	}
+	f = ctl_file_new();
+	fi->fh = (uint64_t)(uintptr_t)f;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		ctl_file_free(f);
+}
+
+/* Read the snapshot or the last reply.  FUSE worker. */
+void dioloop_ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	struct dioloop_ctl_file *f = (void *)(uintptr_t)fi->fh;
+	g_autofree char *buf = NULL;
+	size_t n = 0;
+
+	/* Copy, then reply without the lock: once the reply is out, the
+	 * reader may close the file and its release free f. */
+	g_mutex_lock(&f->lock);
+	if (off >= 0 && (size_t)off < f->out->len) {
+		n = MIN(size, f->out->len - (size_t)off);
+		buf = g_memdup2(f->out->str + off, n);
+	}
+	g_mutex_unlock(&f->lock);
+	fuse_reply_buf(req, buf, n);
+}
+
+/* A command written to ctl, run on the worker pool. */
+struct ctl_job {
+	fuse_req_t req;
+	struct dioloop_fs *fs;
+	struct dioloop_ctl_file *f;
+	char *text;
+	size_t size;
+};
+
+/* Run each line of the job; the first failure ends it.  Worker thread. */
+static void ctl_job_run(void *arg)
+{
+	struct ctl_job *job = arg;
+	g_auto(GStrv) lines = g_strsplit(job->text, "\n", -1);
+	GString *reply = g_string_new(NULL);
+	char **l;
+	int ret = 0;
+
+	for (l = lines; *l && ret == 0; l++) {
+		g_strstrip(*l);
+		if (**l)
+			ret = dioloop_ctl_exec(job->fs, *l, reply);
+	}
+	g_mutex_lock(&job->f->lock);
+	g_string_free(job->f->out, TRUE);
+	job->f->out = reply;
+	g_mutex_unlock(&job->f->lock);
+	if (ret < 0)
+		fuse_reply_err(job->req, -ret);
+	else
+		fuse_reply_write(job->req, job->size);
+	g_free(job->text);
+	g_free(job);
+}
+
+/* A command for ctl: run on the worker pool, which replies.  FUSE
+ * worker. */
+void dioloop_ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		       size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct ctl_job *job;
+
+	if (ino != DIOLOOP_CTL_FILE_INO) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	if (size > CTL_MAX_COMMAND || memchr(buf, '\0', size)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	job = g_new0(struct ctl_job, 1);
+	job->req = req;
+	job->fs = fs_of(req);
+	job->f = (void *)(uintptr_t)fi->fh;
+	/* The buffer is the FUSE worker's: copy it. */
+	job->text = g_strndup(buf, size);
+	job->size = size;
+	dioloop_io_call(job->fs, ctl_job_run, job);
+}
+
+/* Close a control file.  FUSE worker. */
+void dioloop_ctl_release(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_file_info *fi)
+{
+	ctl_file_free((void *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- commands ---- */
+
+/* Look up the node a command names: a referenced node or -errno with
+ * the reason in reply. */
+static int ctl_node(struct dioloop_fs *fs, const char *cmd, const char *name,
+		    struct dioloop_node **node, GString *reply)
+{
+	int ret = dioloop_is_image_name(name) ?
+		  dioloop_node_lookup(fs, name, node) : -ENOENT;
+
+	if (ret < 0)
+		g_string_append_printf(reply, "%s: no node '%s' in %s: %s\n",
+				       cmd, name, fs->mountpoint,
+				       ret == -ENOENT ? "no such image" :
+				       g_strerror(-ret));
+	return ret;
+}
+
+/* limit NODE|* [KEY=VALUE...] */
+static int ctl_limit(struct dioloop_fs *fs, int argc, char **argv,
+		     GString *reply)
+{
+	struct dioloop_limit_update u = { 0 };
+	g_autofree char *given = NULL, *now = NULL;
+	struct dioloop_node *node = NULL;
+	struct dioloop_limits l;
+	int i, ret;
+
+	if (argc < 1) {
+		g_string_append(reply, "limit: expected a node name or '*'\n");
+		return -EINVAL;
+	}
+	for (i = 1; i < argc; i++) {
+		g_autofree char *err = NULL;
+
+		if (dioloop_limit_parse(argv[i], &u, &err) < 0) {
+			g_string_append_printf(reply, "limit: %s\n", err);
+			return -EINVAL;
+		}
+	}
+	given = g_strjoinv(" ", argv + 1);
+	if (!strcmp(argv[0], "*")) {
+		dioloop_fs_set_limits(fs, NULL, &u);
+		if (u.mask)
+			g_message("limits for every node: %s", given);
+		g_mutex_lock(&fs->lock);
+		l = fs->limits;
+		g_mutex_unlock(&fs->lock);
+		now = dioloop_limits_format(&l);
+		g_string_append_printf(reply, "total_bps=%llu %s\n",
+				       (unsigned long long)
+				       dioloop_throttle_group_total(&fs->throttle),
+				       now);
+		return 0;
+	}
+	if (u.mask & (1u << DIOLOOP_LIMIT_TOTAL_BPS)) {
+		g_string_append(reply, "limit: total_bps is mount-wide: set it "
+				       "on the mount point, not on a node\n");
+		return -EINVAL;
+	}
+	ret = ctl_node(fs, "limit", argv[0], &node, reply);
+	if (ret < 0)
+		return ret;
+	dioloop_fs_set_limits(fs, node, &u);
+	if (u.mask)
+		g_message("%s: limits: %s", node->name, given);
+	dioloop_throttle_get_limits(&node->throttle, &l);
+	now = dioloop_limits_format(&l);
+	g_string_append_printf(reply, "%s\n", now);
+	dioloop_node_forget(fs, node->ino, 1);
+	return 0;
+}
+
+/* The rules of a node's fault layer and what they did, for the reply. */
+static void ctl_fault_list(struct dioloop_node *node, GString *reply)
+{
+	struct fault_rule rules[CTL_MAX_RULES];
+	struct fault_stats st;
+	unsigned int n, i;
+
+	n = fault_backend_get_rules(node->b, rules, CTL_MAX_RULES);
+	fault_backend_get_stats(node->b, &st);
+	if (!n)
+		g_string_append(reply, "no fault rules\n");
+	for (i = 0; i < n && i < CTL_MAX_RULES; i++) {
+		g_autofree char *text = dioloop_fault_format(&rules[i]);
+
+		g_string_append_printf(reply, "rule %u: %s\n", i + 1, text);
+	}
+	g_string_append_printf(reply, "injected: read=%llu write=%llu "
+			       "flush=%llu discard=%llu zero=%llu\n",
+			       (unsigned long long)st.injected[FAULT_KIND_READ],
+			       (unsigned long long)st.injected[FAULT_KIND_WRITE],
+			       (unsigned long long)st.injected[FAULT_KIND_FLUSH],
+			       (unsigned long long)st.injected[FAULT_KIND_DISCARD],
+			       (unsigned long long)
+			       st.injected[FAULT_KIND_WRITE_ZEROES]);
+}
+
+/* fault NODE [RULE...|off] */
+static int ctl_fault(struct dioloop_fs *fs, int argc, char **argv,
+		     GString *reply)
+{
+	struct dioloop_node *node;
+	struct fault_rule r;
+	g_autofree char *err = NULL, *text = NULL;
+	int ret;
+
+	if (argc < 1) {
+		g_string_append(reply, "fault: expected a node name\n");
+		return -EINVAL;
+	}
+	if (argc > 1 && strcmp(argv[1], "off") &&
+	    dioloop_fault_parse(argv + 1, argc - 1, &r, &err) < 0) {
+		g_string_append_printf(reply, "fault: %s\n", err);
+		return -EINVAL;
+	}
+	if (argc > 2 && !strcmp(argv[1], "off")) {
+		g_string_append(reply, "fault: 'off' takes nothing after it\n");
+		return -EINVAL;
+	}
+	ret = ctl_node(fs, "fault", argv[0], &node, reply);
+	if (ret < 0)
+		return ret;
+	if (argc > 1 && !strcmp(argv[1], "off")) {
+		fault_backend_clear(node->b);
+		g_message("%s: fault rules cleared", node->name);
+	} else if (argc > 1) {
+		ret = fault_backend_add_rule(node->b, &r);
+		text = dioloop_fault_format(&r);
+		if (ret < 0)
+			g_string_append_printf(reply, "fault: rule '%s' refused: "
+					       "%s\n", text, g_strerror(-ret));
+		else
+			g_message("%s: fault rule: %s", node->name, text);
+	}
+	if (ret == 0)
+		ctl_fault_list(node, reply);
+	dioloop_node_forget(fs, node->ino, 1);
+	return ret;
+}
+
+/* Run one command line (control.h).  Worker thread. */
+int dioloop_ctl_exec(struct dioloop_fs *fs, const char *line, GString *reply)
+{
+	g_auto(GStrv) argv = NULL;
+	GError *err = NULL;
+	int argc;
+
+	if (!g_shell_parse_argv(line, &argc, &argv, &err)) {
+		g_string_append_printf(reply, "cannot parse '%s': %s\n", line,
+				       err->message);
+		g_error_free(err);
+		return -EINVAL;
+	}
+	if (!strcmp(argv[0], "limit"))
+		return ctl_limit(fs, argc - 1, argv + 1, reply);
+	if (!strcmp(argv[0], "fault"))
+		return ctl_fault(fs, argc - 1, argv + 1, reply);
+	g_string_append_printf(reply, "unknown command '%s' (limit, fault)\n",
+			       argv[0]);
+	return -EINVAL;
+}

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/* Image locks: one daemon serves an image at a time (see imagelock.c). */
+#ifndef DIOLOOP_IMAGELOCK_H
+#define DIOLOOP_IMAGELOCK_H
+
+#include <stdbool.h>
+
+/*
+ * Take the OFD lock of the image name in directory dirfd: a write lock,
+ * or a read lock when *readonly (set to true when the image cannot be
+ * opened for writing).  0 with *fd holding the lock (close it to let
+ * go); -EBUSY when another open file holds a conflicting lock, with
+ * *holder naming it (g_free it); or -errno.
+ */
+int dioloop_image_lock(int dirfd, const char *name, bool *readonly, int *fd,
+		       char **holder);
+
+#endif

@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+/* Per-node counters and the JSON snapshot of a mount (see stats.h). */
+#include "fusefs/stats.h"
+
+#include <json-glib/json-glib.h>
+#include <unistd.h>
+
+#include "backends/testing/fault.h"
+#include "fusefs/fs.h"
+#include "fusefs/spec.h"
+
+#define MAX_LISTED_RULES 64
+
+static const char *const op_names[DIOLOOP_OP_NR] = {
+	[DIOLOOP_OP_READ] = "read",
+	[DIOLOOP_OP_WRITE] = "write",
+	[DIOLOOP_OP_FLUSH] = "flush",
+	[DIOLOOP_OP_DISCARD] = "discard",
+	[DIOLOOP_OP_WRITE_ZEROES] = "write_zeroes",
+	[DIOLOOP_OP_COPY] = "copy",
+};
+
+static const char *const fault_kind_names[FAULT_KIND_NR] = {
+	[FAULT_KIND_READ] = "read",
+	[FAULT_KIND_WRITE] = "write",
+	[FAULT_KIND_FLUSH] = "flush",
+	[FAULT_KIND_DISCARD] = "discard",
+	[FAULT_KIND_WRITE_ZEROES] = "write_zeroes",
+	[FAULT_KIND_RESIZE] = "resize",
+	[FAULT_KIND_MAP] = "map",
+	[FAULT_KIND_CLONE_RANGE] = "clone_range",
+};
+
+/* The JSON name of an op.  Any thread. */
+const char *dioloop_stat_op_name(enum dioloop_stat_op op)
+{
+	return op < DIOLOOP_OP_NR ? op_names[op] : "?";
+}
+
+/* floor(log2(us)), capped to the last bucket.  Any thread. */
+unsigned int dioloop_lat_bucket(uint64_t us)
+{
+	unsigned int b = us ? (unsigned int)(63 - __builtin_clzll(us)) : 0;
+
+	return MIN(b, DIOLOOP_LAT_BUCKETS - 1);
+}
+
+/* Monotonic nanoseconds. */
+static uint64_t now_ns(void)
+{
+	return (uint64_t)g_get_monotonic_time() * 1000u;
+}
+
+/* A request arrived.  FUSE worker. */
+uint64_t dioloop_stats_begin(struct dioloop_node_stats *s)
+{
+	atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
+	return now_ns();
+}
+
+/* A request is about to be answered.  Whichever thread replies. */
+void dioloop_stats_end(struct dioloop_node_stats *s, enum dioloop_stat_op op,
+		       uint64_t bytes, int err, uint64_t start_ns)
+{
+	uint64_t us = (now_ns() - start_ns) / 1000u;
+
+	atomic_fetch_add_explicit(&s->ops[op], 1, memory_order_relaxed);
+	if (err < 0)
+		atomic_fetch_add_explicit(&s->errors[MIN(-err,
+							 DIOLOOP_ERRNO_SLOTS - 1)],
+					  1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&s->bytes[op], bytes,
+					  memory_order_relaxed);
+	if (op < DIOLOOP_LAT_OPS) {
+		atomic_fetch_add_explicit(&s->lat[op][dioloop_lat_bucket(us)], 1,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->lat_sum_us[op], us,
+					  memory_order_relaxed);
+	}
+	atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
+}
+
+/* Read a counter (relaxed: a snapshot need not be atomic as a whole). */
+static uint64_t ld(_Atomic uint64_t *v)
+{
+	return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+/* Add "name": v to the open object. */
+static void add_uint(JsonBuilder *jb, const char *name, uint64_t v)
+{
+	json_builder_set_member_name(jb, name);
+	json_builder_add_int_value(jb, (gint64)MIN(v, (uint64_t)G_MAXINT64));
+}
+
+/* Add every limit key of l to the open object. */
+static void add_limits(JsonBuilder *jb, const struct dioloop_limits *l)
+{
+	int k;
+
+	for (k = 0; k < DIOLOOP_RATE_NR; k++)
+		add_uint(jb, dioloop_limit_key_name(k), l->rate[k]);
+	add_uint(jb, "burst_ms", l->burst_ms ? l->burst_ms :
+					       DIOLOOP_DEFAULT_BURST_MS);
+}
+
+/* Add "errors" by errno name and "errors_total". */
+static void add_errors(JsonBuilder *jb, struct dioloop_node_stats *s)
+{
+	uint64_t total = 0;
+	char buf[16];
+	int e;
+
+	json_builder_set_member_name(jb, "errors");
+	json_builder_begin_object(jb);
+	for (e = 1; e < DIOLOOP_ERRNO_SLOTS; e++) {
+		uint64_t n = ld(&s->errors[e]);
+
+		if (!n)
+			continue;
+		total += n;
+		add_uint(jb, e == DIOLOOP_ERRNO_SLOTS - 1 ? "other" :
+			 dioloop_errno_name(e, buf, sizeof(buf)), n);
+	}
+	json_builder_end_object(jb);
+	add_uint(jb, "errors_total", total);
+}
+
+/* Add the latency histograms. */
+static void add_latency(JsonBuilder *jb, struct dioloop_node_stats *s)
+{
+	int op, i;
+
+	json_builder_set_member_name(jb, "latency_us");
+	json_builder_begin_object(jb);
+	for (op = 0; op < DIOLOOP_LAT_OPS; op++) {
+		uint64_t count = 0;
+
+		json_builder_set_member_name(jb, op_names[op]);
+		json_builder_begin_object(jb);
+		json_builder_set_member_name(jb, "buckets");
+		json_builder_begin_array(jb);
+		for (i = 0; i < DIOLOOP_LAT_BUCKETS; i++) {
+			uint64_t n = ld(&s->lat[op][i]);
+
+			count += n;
+			json_builder_add_int_value(jb, (gint64)n);
+		}
+		json_builder_end_array(jb);
+		add_uint(jb, "count", count);
+		add_uint(jb, "sum", ld(&s->lat_sum_us[op]));
+		json_builder_end_object(jb);
+	}
+	json_builder_end_object(jb);
+}
+
+/* Add the fault layer's rules and counters. */
+static void add_faults(JsonBuilder *jb, struct backend *b)
+{
+	struct fault_rule rules[MAX_LISTED_RULES];
+	struct fault_stats fst;
+	unsigned int n, i;
+	int k;
+
+	n = fault_backend_get_rules(b, rules, MAX_LISTED_RULES);
+	fault_backend_get_stats(b, &fst);
+	json_builder_set_member_name(jb, "faults");
+	json_builder_begin_object(jb);
+	json_builder_set_member_name(jb, "rules");
+	json_builder_begin_array(jb);
+	for (i = 0; i < n && i < MAX_LISTED_RULES; i++) {
+		g_autofree char *text = dioloop_fault_format(&rules[i]);
+
+		json_builder_add_string_value(jb, text);
+	}
+	json_builder_end_array(jb);
+	json_builder_set_member_name(jb, "injected");
+	json_builder_begin_object(jb);
+	for (k = 0; k < FAULT_KIND_NR; k++)
+		add_uint(jb, fault_kind_names[k], fst.injected[k]);
+	json_builder_end_object(jb);
+	json_builder_set_member_name(jb, "delayed");
+	json_builder_begin_object(jb);
+	for (k = 0; k < FAULT_KIND_NR; k++)
+		add_uint(jb, fault_kind_names[k], fst.delayed[k]);
+	json_builder_end_object(jb);
+	json_builder_end_object(jb);
+}
+
+/* Add the dio engine's counters of the image's backend. */
+static void add_engine(JsonBuilder *jb, struct backend *inner)
+{
+	struct dio_stats *d = &inner->dio_stats;
+
+	json_builder_set_member_name(jb, "engine");
+	json_builder_begin_object(jb);
+	add_uint(jb, "requests", ld(&d->requests));
+	add_uint(jb, "ios", ld(&d->ios));
+	add_uint(jb, "segs", ld(&d->segs));
+	add_uint(jb, "holes", ld(&d->holes));
+	add_uint(jb, "bounced", ld(&d->bounced));
+	add_uint(jb, "rmw", ld(&d->rmw));
+	json_builder_end_object(jb);
+}
+
+/* One node's object.  Worker thread (backend_info may block). */
+static void add_node(JsonBuilder *jb, struct dioloop_node *node)
+{
+	struct dioloop_node_stats *s = &node->stats;
+	struct backend *inner = fault_backend_inner(node->b);
+	struct dioloop_throttle_stats ts;
+	struct dioloop_limits limits;
+	struct backend_info info;
+	int op;
+
+	json_builder_set_member_name(jb, node->name);
+	json_builder_begin_object(jb);
+	if (backend_info(node->b, &info) == 0) {
+		json_builder_set_member_name(jb, "format");
+		json_builder_add_string_value(jb, info.format);
+		add_uint(jb, "size", info.size);
+		add_uint(jb, "allocated", info.allocated);
+	}
+	json_builder_set_member_name(jb, "readonly");
+	json_builder_add_boolean_value(jb, node->readonly);
+	json_builder_set_member_name(jb, "ops");
+	json_builder_begin_object(jb);
+	for (op = 0; op < DIOLOOP_OP_NR; op++)
+		add_uint(jb, op_names[op], ld(&s->ops[op]));
+	json_builder_end_object(jb);
+	json_builder_set_member_name(jb, "bytes");
+	json_builder_begin_object(jb);
+	for (op = 0; op < DIOLOOP_OP_NR; op++)
+		add_uint(jb, op_names[op], ld(&s->bytes[op]));
+	json_builder_end_object(jb);
+	add_uint(jb, "in_flight",
+		 (uint64_t)MAX(atomic_load(&s->in_flight), (int64_t)0));
+	add_errors(jb, s);
+	add_uint(jb, "checksum_errors", ld(&node->b->checksum_errors) +
+					 ld(&inner->checksum_errors));
+
+	dioloop_throttle_get_limits(&node->throttle, &limits);
+	dioloop_throttle_get_stats(&node->throttle, &ts);
+	json_builder_set_member_name(jb, "throttle");
+	json_builder_begin_object(jb);
+	json_builder_set_member_name(jb, "limits");
+	json_builder_begin_object(jb);
+	add_limits(jb, &limits);
+	json_builder_end_object(jb);
+	add_uint(jb, "queued", ts.queued);
+	add_uint(jb, "throttled", ts.throttled);
+	add_uint(jb, "throttled_us", ts.throttled_ns / 1000u);
+	json_builder_end_object(jb);
+
+	add_latency(jb, s);
+	add_faults(jb, node->b);
+	add_engine(jb, inner);
+	json_builder_end_object(jb);
+}
+
+/* The snapshot of the mount (stats.h).  Worker thread. */
+char *dioloop_stats_json(struct dioloop_fs *fs, size_t *len)
+{
+	g_autoptr(JsonBuilder) jb = json_builder_new();
+	g_autoptr(JsonGenerator) gen = json_generator_new();
+	g_autoptr(JsonNode) root = NULL;
+	struct dioloop_limits defaults;
+	GPtrArray *nodes;
+	gsize n;
+	char *text;
+	guint i;
+
+	g_mutex_lock(&fs->lock);
+	defaults = fs->limits;
+	g_mutex_unlock(&fs->lock);
+
+	json_builder_begin_object(jb);
+	add_uint(jb, "version", 1);
+	add_uint(jb, "pid", (uint64_t)getpid());
+	json_builder_set_member_name(jb, "source");
+	json_builder_add_string_value(jb, fs->source);
+	json_builder_set_member_name(jb, "mountpoint");
+	json_builder_add_string_value(jb, fs->mountpoint);
+	json_builder_set_member_name(jb, "uptime_s");
+	json_builder_add_double_value(jb, (double)(g_get_monotonic_time() -
+						   fs->started) / G_USEC_PER_SEC);
+	json_builder_set_member_name(jb, "limits");
+	json_builder_begin_object(jb);
+	add_uint(jb, "total_bps", dioloop_throttle_group_total(&fs->throttle));
+	add_limits(jb, &defaults);
+	json_builder_end_object(jb);
+
+	json_builder_set_member_name(jb, "nodes");
+	json_builder_begin_object(jb);
+	nodes = dioloop_fs_nodes_ref(fs);
+	for (i = 0; i < nodes->len; i++)
+		add_node(jb, nodes->pdata[i]);
+	dioloop_fs_nodes_unref(fs, nodes);
+	json_builder_end_object(jb);
+	json_builder_end_object(jb);
+
+	root = json_builder_get_root(jb);
+	json_generator_set_root(gen, root);
+	json_generator_set_pretty(gen, TRUE);
+	text = json_generator_to_data(gen, &n);
+	/* A trailing newline, as text files have. */
+	text = g_realloc(text, n + 2);
+	text[n] = '\n';
+	text[n + 1] = '\0';
+	*len = n + 1;
+	return text;
+}
