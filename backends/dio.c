@@ -127,6 +127,13 @@ static ssize_t dio_complete(struct dio *dio)
 
 	if (dio->p.end_io)
 		res = dio->p.end_io(dio->iocb, dio->p.end_io_private, res);
+	/* A write holds its blocks through end_io, so a backend can record
+	 * its new mappings there before an overlapping read-modify-write
+	 * may read them. */
+	if (dio->locked) {
+		dio->locked = false;
+		range_lock_release(&dio->b->range_locks, &dio->rl);
+	}
 	dio_free(dio);
 	return res;
 }
@@ -152,23 +159,13 @@ static void dio_put_operation(struct dio *dio)
 	}
 }
 
-/* End of the operation: release the range, drop its reference. */
-static void dio_operation_end(struct dio *dio)
-{
-	if (dio->locked) {
-		dio->locked = false;
-		range_lock_release(&dio->b->range_locks, &dio->rl);
-	}
-	dio_put_operation(dio);
-}
-
 /* The phase's I/Os are all done: go on to the next step or end. */
 static void dio_phase_end(struct dio *dio)
 {
 	size_t off;
 
 	if (atomic_load(&dio->error)) {
-		dio_operation_end(dio);
+		dio_put_operation(dio);
 		return;
 	}
 	switch (dio->step) {
@@ -188,7 +185,7 @@ static void dio_phase_end(struct dio *dio)
 	default:
 		break;
 	}
-	dio_operation_end(dio);
+	dio_put_operation(dio);
 }
 
 static void dio_phase_put(struct dio *dio)

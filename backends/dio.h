@@ -82,7 +82,10 @@ void dio_io_complete(struct dio_io *io, long res);
 /* Runs exactly once per call with count > 0 (also when the call fails
  * before any I/O), when all I/O of the request is done and before the
  * result goes to the caller; returns the (possibly changed) result.  Runs
- * on the submitting thread or a completion thread. */
+ * on the submitting thread or a completion thread.  A write still holds
+ * its block range while end_io runs: mappings recorded there are seen by
+ * any overlapping write that comes after.  end_io must not wait for
+ * another request on the same blocks. */
 typedef ssize_t (*dio_iodone_t)(struct kiocb *iocb, void *end_io_private,
 				ssize_t res);
 
