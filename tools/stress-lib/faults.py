@@ -23,7 +23,7 @@ import time
 
 import report
 from daemon import tail
-from modes import merge_counts, phase
+from modes import finish_rounds, merge_counts, phase
 from workloads import (BlockLoad, FioLoop, Meta, TrimLoop, durable_records,
                        verify_durable)
 
@@ -187,18 +187,4 @@ def run_faults(ctx, c, r):
         ctx.log("round %d survived: fsck clean, %d durable records intact, "
                 "%d acknowledged sectors read back" %
                 (rnd, nrec, block.result.get("checked_sectors", 0)))
-    for k in ("fio_bytes", "meta_bytes", "trimmed_bytes"):
-        r["counts"].pop(k, None)
-    t = phase(r, "rounds", t)
-    if r["status"] == "FAIL":
-        return
-    problem = c.inner.umount()
-    if problem:
-        return report.fail(r, problem)
-    for problem in c.daemon.umount():
-        report.fail(r, problem)
-    problem = c.inner.fsck(os.path.join(c.src, "fs.img"), image=True)
-    if problem:
-        report.fail(r, "fsck of the image file after dioloop umount: " +
-                    problem)
-    phase(r, "checks", t)
+    finish_rounds(c, r, t)

@@ -111,6 +111,26 @@ def phase(r, name, t0):
     return time.monotonic()
 
 
+def finish_rounds(c, r, t):
+    """After the crash or fault rounds: unmount, dioloop umount, fsck the
+    image file; record the time of both phases."""
+    for k in ("fio_bytes", "meta_bytes", "trimmed_bytes"):
+        r["counts"].pop(k, None)
+    t = phase(r, "rounds", t)
+    if r["status"] == "FAIL":
+        return
+    problem = c.inner.umount()
+    if problem:
+        return report.fail(r, problem)
+    for problem in c.daemon.umount():
+        report.fail(r, problem)
+    problem = c.inner.fsck(os.path.join(c.src, "fs.img"), image=True)
+    if problem:
+        report.fail(r, "fsck of the image file after dioloop umount: " +
+                    problem)
+    phase(r, "checks", t)
+
+
 def run_stress(ctx, c, r):
     t = time.monotonic()
     c.setup()
@@ -266,19 +286,5 @@ def run_crash(ctx, c, r):
         r["rounds_survived"] = rnd
         ctx.log("round %d survived: fsck clean, %d durable records intact" %
                 (rnd, nrec))
-    for k in ("fio_bytes", "meta_bytes", "trimmed_bytes"):
-        r["counts"].pop(k, None)
-    t = phase(r, "rounds", t)
-    if r["status"] == "FAIL":
-        return
-    problem = c.inner.umount()
-    if problem:
-        return report.fail(r, problem)
-    for problem in c.daemon.umount():
-        report.fail(r, problem)
-    problem = c.inner.fsck(os.path.join(c.src, "fs.img"), image=True)
-    if problem:
-        report.fail(r, "fsck of the image file after dioloop umount: " +
-                    problem)
-    phase(r, "checks", t)
+    finish_rounds(c, r, t)
 
