@@ -89,6 +89,11 @@ enum backend_open_flags {
 	BACKEND_OPEN_RDONLY = 1 << 0,	/* refuse writes with -EROFS */
 	BACKEND_OPEN_GROWABLE = 1 << 1,	/* writes past EOF extend the image */
 	BACKEND_OPEN_SYNC = 1 << 2,	/* a write completes only when durable */
+	/* A read-only volume of a container that may itself be written by
+	 * other volumes opened in this process (cow: a snapshot node on a
+	 * writable mount).  Without it, a read-only volume that is the first
+	 * of its container opens the container read-only. */
+	BACKEND_OPEN_CONTAINER_RW = 1 << 3,
 };
 
 struct dioloop_aio;
@@ -99,6 +104,10 @@ struct backend_open_args {
 	unsigned int flags;		/* enum backend_open_flags */
 	struct dioloop_aio *aio;	/* I/O context to submit to */
 	struct backend *inner;		/* stacked backends: the one below */
+	/* Backends with several volumes per image (cow): the volume's name;
+	 * NULL or "" for the image's default volume.  Others refuse a
+	 * non-empty name with -ENOENT. */
+	const char *volume;
 };
 
 /* One extent from map(): [pos, pos + len) is all data or all hole. */

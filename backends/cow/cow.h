@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <glib.h>
+
 #include "backends/backend.h"
 
 extern const struct backend_ops cow_backend_ops;
@@ -45,6 +47,94 @@ int cow_map_block(struct backend *b, uint64_t lbn, uint64_t *pbn,
 /* Commit every ms milliseconds when something changed (0: only on
  * flush and close).  Default 5000.  Any thread. */
 void cow_set_commit_interval(struct backend *b, unsigned int ms);
+
+/* ---- volumes: snapshots and clones (FORMAT.md section 8) ----
+ *
+ * A cow backend serves one volume of a container: the default volume, or
+ * the one backend_open_args.volume names.  Every volume of one container
+ * opened in this process shares one container object (one file
+ * descriptor, lock, allocator and committer): a commit writes every open
+ * volume's changes in one transaction.  A volume that is a snapshot opens
+ * read-only whatever the flags say.
+ */
+
+#define COW_VOLUME_NAME_MAX 39		/* bytes, UTF-8, no '/', '@' or NUL */
+
+struct cow_volume_info {
+	uint64_t id;
+	char name[COW_VOLUME_NAME_MAX + 1];	/* "" for the default volume */
+	bool snapshot;			/* read-only */
+	uint64_t parent;		/* id it was taken from (0: none) */
+	uint64_t size;			/* logical bytes */
+	uint64_t mapped_blocks;		/* blocks that are not holes */
+	uint64_t create_generation;
+	uint64_t create_time;		/* Unix seconds */
+	bool open;			/* open in this process */
+};
+
+/* True when name is acceptable for a new volume. */
+bool cow_volume_name_valid(const char *name);
+
+/*
+ * The volumes of b's container, in id order, appended to out (GArray of
+ * struct cow_volume_info), as the open transaction sees them.  0 or
+ * -errno.  Worker thread (may read volume pages).
+ */
+int cow_list_volumes(struct backend *b, GArray *out);
+
+/*
+ * Freeze b's volume as a new volume called name: a read-only snapshot
+ * (writable false) or a writable clone.  The new volume holds exactly the
+ * writes that completed before the call (point in time; writes racing
+ * with the call land in one of the two states, never torn within a
+ * block); it is durable when this returns.  Costs one volume entry: no
+ * data or map page is copied.  0, -EEXIST (the name is taken), -EINVAL (a
+ * bad name), -EROFS (container read-only), -ENOSPC, -EIO.  Worker thread.
+ */
+int cow_snapshot(struct backend *b, const char *name, bool writable);
+
+/*
+ * Delete the volume called name from b's container, freeing the blocks no
+ * other volume references; durable when this returns.  0, -ENOENT,
+ * -EBUSY (it is open, or it is the default volume), -EROFS, -EIO.
+ * Worker thread.
+ */
+int cow_delete_volume(struct backend *b, const char *name);
+
+/* ---- scrub: verify every data block of every volume ---- */
+
+struct cow_scrub_progress {
+	uint64_t done;			/* mapped blocks verified so far */
+	uint64_t total;			/* mapped blocks of every volume */
+	uint64_t bad;			/* mismatches so far */
+};
+
+struct cow_bad_block {
+	uint64_t volume_id;
+	char volume[COW_VOLUME_NAME_MAX + 1];
+	uint64_t lbn, pbn;
+	int error;			/* -EIO (read failed) or -EBADMSG
+					 * (checksum mismatch) */
+};
+
+/* Called now and then with progress; return false to stop the scrub
+ * (cow_scrub then returns -ECANCELED). */
+typedef bool (*cow_scrub_progress_t)(void *opaque,
+				     const struct cow_scrub_progress *p);
+/* Called once per bad block found. */
+typedef void (*cow_scrub_bad_t)(void *opaque, const struct cow_bad_block *bad);
+
+/*
+ * Read and verify every mapped block of every volume of b's container
+ * (a block shared by several volumes is read once and reported for
+ * each), while the volumes stay in use: changes since the last commit are
+ * seen, and no block is reused while being checked.  Bad blocks are also
+ * counted in b->checksum_errors of open volumes and logged.  0 when the
+ * scrub ran to the end (res says what it found), -ECANCELED, or -errno.
+ * Worker thread.  Callbacks may be NULL.
+ */
+int cow_scrub(struct backend *b, cow_scrub_progress_t progress,
+	      cow_scrub_bad_t bad, void *opaque, struct cow_scrub_progress *res);
 
 /* Named points of the I/O path and the commit, for crash tests. */
 enum cow_test_point {
