@@ -196,6 +196,9 @@ struct backend {
 const struct backend_ops *backend_lookup(const char *name);
 /* Names of the registered backends, NULL-terminated. */
 const char *const *backend_names(void);
+/* The backend that serves path: "nfs" for an nfs:// URL, "cow" for a
+ * file with a cow superblock (either copy), else "raw". */
+const char *backend_probe(const char *path);
 /* Validate an ops table (required ops, sane name): 0 or -EINVAL. */
 int backend_ops_check(const struct backend_ops *ops);
 

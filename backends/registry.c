@@ -5,6 +5,7 @@
  * validation is logged and left out, so the core never sees it.
  */
 #include "backends/backend.h"
+#include "backends/cow/cow.h"
 
 #include <errno.h>
 #include <string.h>
@@ -96,4 +97,16 @@ const char *const *backend_names(void)
 {
 	backend_registry_once();
 	return valid_names;
+}
+
+/* The backend for an image path: "nfs" for an nfs:// URL, "cow" for a
+ * file with a cow superblock, else "raw".  Any thread (reads the file's
+ * first blocks). */
+const char *backend_probe(const char *path)
+{
+	if (!g_ascii_strncasecmp(path, "nfs://", 6))
+		return "nfs";
+	if (cow_is_image(path))
+		return "cow";
+	return "raw";
 }
