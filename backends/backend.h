@@ -173,7 +173,16 @@ struct backend_ops {
 			       uint64_t len);
 	/* Fill info.  Optional. */
 	int (*info)(struct backend *b, struct backend_info *info);
+	/* Live migration (backends/migrate.h): make [pos, pos + len) of dst
+	 * (this backend) hold what src holds there, keeping holes holes.
+	 * MIGRATEPAGE_SUCCESS, -EAGAIN (transient: the caller retries the
+	 * range later) or -errno.  Optional: the core copies. */
+	int (*migratepage)(struct backend *dst, struct backend *src,
+			   uint64_t pos, uint64_t len);
 };
+
+/* migratepage's success (seed 011: a named code, negative errno else). */
+#define MIGRATEPAGE_SUCCESS 0
 
 /* An open image.  Fields above priv are the core's; the backend sets
  * limits in open and may read the rest. */
@@ -221,6 +230,9 @@ ssize_t backend_clone_range(struct backend *src, uint64_t src_pos,
 			    struct backend *dst, uint64_t dst_pos,
 			    uint64_t len);
 int backend_info(struct backend *b, struct backend_info *info);
+/* The op, or the core's copy (migrate.c).  Worker thread. */
+int backend_migratepage(struct backend *dst, struct backend *src,
+			uint64_t pos, uint64_t len);
 
 /* Synchronous read/write of a flat buffer through direct_IO_bvec (pool-free
  * bounce pages inside): bytes or -errno.  For tools and tests. */

@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Live migration (migrate.h): a dirty bitmap of MIGRATE_CHUNK ranges, a
+ * copier that moves dirty ranges with backend_migratepage(), and the
+ * core's migratepage for backends without one: copy data extents, skip
+ * zero blocks and holes (discarding them on the destination when the
+ * range is copied again).
+ */
+#include "backends/migrate.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK 4096u
+#define WORD_BITS 64u
+
+struct migration {
+	struct backend *src, *dst;
+	struct migrate_opts opts;
+	uint64_t size;
+	uint64_t nr_chunks;
+	_Atomic uint64_t *dirty;	/* one bit per chunk */
+	_Atomic uint64_t nr_dirty;	/* bits set */
+	uint8_t *retries;		/* -EAGAIN count per chunk; copier only */
+	atomic_bool cancel;
+
+	/* Rate limit: bytes allowed since start_us. */
+	gint64 start_us;
+	uint64_t moved;
+
+	GMutex lock;			/* progress */
+	struct migrate_progress prog;
+};
+
+/* ---- the core's migratepage ---- */
+
+static bool block_is_zero(const uint8_t *p)
+{
+	static const uint8_t zero[BLOCK];
+
+	return !memcmp(p, zero, BLOCK);
+}
+
+/* Write buf's non-zero blocks to dst at pos and discard the zero ones
+ * (they may hold older data from an earlier copy). */
+static int put_sparse(struct backend *dst, const uint8_t *buf, uint64_t pos,
+		      uint64_t len)
+{
+	uint64_t i = 0;
+
+	while (i < len) {
+		uint64_t n = MIN((uint64_t)BLOCK, len - i);
+		bool zero = n == BLOCK && block_is_zero(buf + i);
+		uint64_t j = i + n;
+		ssize_t w;
+
+		/* Extend the run while blocks keep the same kind. */
+		while (j < len) {
+			uint64_t m = MIN((uint64_t)BLOCK, len - j);
+			bool z = m == BLOCK && block_is_zero(buf + j);
+
+			if (z != zero)
+				break;
+			j += m;
+		}
+		if (zero) {
+			int ret = backend_discard(dst, pos + i, j - i);
+
+			if (ret < 0)
+				return ret;
+		} else {
+			w = backend_pwrite(dst, buf + i, (size_t)(j - i),
+					   pos + i);
+			if (w < 0)
+				return (int)w;
+			if ((uint64_t)w != j - i)
+				return -EIO;
+		}
+		i = j;
+	}
+	return 0;
+}
+
+static int copy_data(struct backend *dst, struct backend *src, uint64_t pos,
+		     uint64_t len)
+{
+	uint8_t *buf;
+	uint64_t done = 0;
+	int ret = 0;
+
+	if (posix_memalign((void **)&buf, BLOCK, (size_t)MIGRATE_CHUNK))
+		return -ENOMEM;
+	while (done < len && !ret) {
+		uint64_t n = MIN(len - done, MIGRATE_CHUNK);
+		ssize_t r = backend_pread(src, buf, (size_t)n, pos + done);
+
+		if (r < 0)
+			ret = (int)r;
+		else if ((uint64_t)r != n)
+			ret = -EIO;	/* the source shrank */
+		else
+			ret = put_sparse(dst, buf, pos + done, n);
+		done += n;
+	}
+	free(buf);
+	return ret;
+}
+
+/* The default: follow src's map; holes become discards on dst. */
+static int migrate_copy_range(struct backend *dst, struct backend *src,
+			      uint64_t pos, uint64_t len)
+{
+	uint64_t end = pos + len;
+
+	while (pos < end) {
+		struct backend_extent ext;
+		int ret = backend_map(src, pos, end - pos, &ext);
+
+		if (ret == -ENXIO)
+			break;		/* past the source's end */
+		if (ret < 0)
+			return ret;
+		if (ext.hole)
+			ret = backend_discard(dst, pos, ext.len);
+		else
+			ret = copy_data(dst, src, pos, ext.len);
+		if (ret < 0)
+			return ret;
+		pos += ext.len;
+	}
+	return MIGRATEPAGE_SUCCESS;
+}
+
+int backend_migratepage(struct backend *dst, struct backend *src,
+			uint64_t pos, uint64_t len)
+{
+	if (dst->flags & BACKEND_OPEN_RDONLY)
+		return -EROFS;
+	if (len == 0)
+		return MIGRATEPAGE_SUCCESS;
+	if (dst->ops->migratepage)
+		return dst->ops->migratepage(dst, src, pos, len);
+	return migrate_copy_range(dst, src, pos, len);
+}
+
+/* ---- the dirty bitmap ---- */
+
+static bool chunk_test_and_clear(struct migration *m, uint64_t c)
+{
+	uint64_t bit = (uint64_t)1 << (c % WORD_BITS);
+	uint64_t old = atomic_fetch_and(&m->dirty[c / WORD_BITS], ~bit);
+
+	if (!(old & bit))
+		return false;
+	atomic_fetch_sub(&m->nr_dirty, 1);
+	return true;
+}
+
+/* Set chunk c dirty: true if it was clean. */
+static bool chunk_set(struct migration *m, uint64_t c)
+{
+	uint64_t bit = (uint64_t)1 << (c % WORD_BITS);
+	uint64_t old = atomic_fetch_or(&m->dirty[c / WORD_BITS], bit);
+
+	if (old & bit)
+		return false;
+	atomic_fetch_add(&m->nr_dirty, 1);
+	return true;
+}
+
+static uint64_t chunk_len(struct migration *m, uint64_t c)
+{
+	uint64_t pos = c * MIGRATE_CHUNK;
+
+	return MIN(MIGRATE_CHUNK, m->size - pos);
+}
+
+void migration_mark_dirty(struct migration *m, uint64_t pos, uint64_t len)
+{
+	uint64_t c, last, added = 0;
+
+	if (!m || len == 0 || pos >= m->size)
+		return;
+	len = MIN(len, m->size - pos);
+	last = (pos + len - 1) / MIGRATE_CHUNK;
+	for (c = pos / MIGRATE_CHUNK; c <= last; c++)
+		if (chunk_set(m, c))
+			added += chunk_len(m, c);
+	if (added) {
+		g_mutex_lock(&m->lock);
+		m->prog.total += added;
+		g_mutex_unlock(&m->lock);
+	}
+}
+
+/* ---- life cycle ---- */
+
+int migration_new(struct backend *src, struct backend *dst,
+		  const struct migrate_opts *opts, struct migration **out)
+{
+	int64_t ssize = backend_get_size(src), dsize = backend_get_size(dst);
+	struct migration *m;
+
+	*out = NULL;
+	if (ssize < 0)
+		return (int)ssize;
+	if (dsize < 0)
+		return (int)dsize;
+	if (dsize < ssize)
+		return -EINVAL;
+	if (dst->flags & BACKEND_OPEN_RDONLY)
+		return -EROFS;
+	m = g_new0(struct migration, 1);
+	m->src = src;
+	m->dst = dst;
+	if (opts)
+		m->opts = *opts;
+	if (!m->opts.max_passes)
+		m->opts.max_passes = 30;
+	if (!m->opts.max_retries)
+		m->opts.max_retries = 10;
+	m->size = (uint64_t)ssize;
+	m->nr_chunks = (m->size + MIGRATE_CHUNK - 1) / MIGRATE_CHUNK;
+	m->dirty = g_new0(_Atomic uint64_t,
+			  (m->nr_chunks + WORD_BITS - 1) / WORD_BITS + 1);
+	m->retries = g_new0(uint8_t, m->nr_chunks + 1);
+	g_mutex_init(&m->lock);
+	m->prog.size = m->size;
+	m->start_us = g_get_monotonic_time();
+	*out = m;
+	return 0;
+}
+
+void migration_free(struct migration *m)
+{
+	if (!m)
+		return;
+	g_mutex_clear(&m->lock);
+	g_free(m->retries);
+	g_free(m->dirty);
+	g_free(m);
+}
+
+void migration_cancel(struct migration *m)
+{
+	atomic_store(&m->cancel, true);
+}
+
+bool migration_cancelled(struct migration *m)
+{
+	return atomic_load(&m->cancel);
+}
+
+void migration_get_progress(struct migration *m, struct migrate_progress *p)
+{
+	g_mutex_lock(&m->lock);
+	*p = m->prog;
+	g_mutex_unlock(&m->lock);
+	p->dirty = 0;
+	/* Approximate (the last chunk may be short): for display. */
+	p->dirty = MIN(atomic_load(&m->nr_dirty) * MIGRATE_CHUNK, m->size);
+}
+
+/* ---- copying ---- */
+
+/* Sleep so that the copy stays within opts.bps (cancel checked). */
+static void throttle(struct migration *m, uint64_t bytes)
+{
+	m->moved += bytes;
+	if (!m->opts.bps)
+		return;
+	for (;;) {
+		gint64 now = g_get_monotonic_time();
+		uint64_t allowed = (uint64_t)((double)(now - m->start_us) *
+					      (double)m->opts.bps / 1e6);
+		gint64 wait;
+
+		if (m->moved <= allowed || atomic_load(&m->cancel))
+			return;
+		wait = (gint64)((double)(m->moved - allowed) * 1e6 /
+				(double)m->opts.bps);
+		g_usleep((gulong)MIN(wait, (gint64)100000));
+	}
+}
+
+/*
+ * A read error in the source with ignore_bad_blocks: copy the chunk block
+ * by block, leaving unreadable blocks as holes on the destination.
+ */
+static int copy_around_bad(struct migration *m, uint64_t pos, uint64_t len)
+{
+	uint64_t off;
+	int ret;
+
+	for (off = 0; off < len; off += BLOCK) {
+		uint64_t n = MIN((uint64_t)BLOCK, len - off);
+
+		ret = backend_migratepage(m->dst, m->src, pos + off, n);
+		if (ret == -EIO || ret == -EBADMSG) {
+			g_warning("%s: unreadable block at byte %llu left as a hole on the destination",
+				  m->src->path ? m->src->path : "source",
+				  (unsigned long long)(pos + off));
+			ret = backend_discard(m->dst, pos + off, n);
+			g_mutex_lock(&m->lock);
+			m->prog.bad_blocks++;
+			g_mutex_unlock(&m->lock);
+		}
+		if (ret < 0)
+			return ret;
+	}
+	return MIGRATEPAGE_SUCCESS;
+}
+
+/* The first source block of [pos, pos + len) that cannot be read. */
+static uint64_t find_bad_block(struct migration *m, uint64_t pos,
+			       uint64_t len)
+{
+	uint8_t *blk;
+	uint64_t off;
+
+	if (posix_memalign((void **)&blk, BLOCK, BLOCK))
+		return pos;
+	for (off = 0; off < len; off += BLOCK)
+		if (backend_pread(m->src, blk, (size_t)MIN((uint64_t)BLOCK,
+							   len - off),
+				  pos + off) < 0)
+			break;
+	free(blk);
+	return off < len ? pos + off : pos;
+}
+
+static void record_failure(struct migration *m, int err, uint64_t pos)
+{
+	g_mutex_lock(&m->lock);
+	m->prog.ranges_failed++;
+	if (!m->prog.error) {
+		m->prog.error = err;
+		m->prog.error_pos = pos;
+	}
+	g_mutex_unlock(&m->lock);
+	g_warning("%s: migration failed at byte %llu: %s",
+		  m->src->path ? m->src->path : "source",
+		  (unsigned long long)pos, g_strerror(-err));
+}
+
+int migration_pass(struct migration *m)
+{
+	uint64_t c, not_moved = 0;
+
+	g_mutex_lock(&m->lock);
+	m->prog.passes++;
+	g_mutex_unlock(&m->lock);
+	for (c = 0; c < m->nr_chunks; c++) {
+		uint64_t pos = c * MIGRATE_CHUNK, len = chunk_len(m, c);
+		int ret;
+
+		if (atomic_load(&m->cancel))
+			return -ECANCELED;
+		/* Clear first: a write completing from now on sets it
+		 * again, and the chunk is copied once more. */
+		if (!chunk_test_and_clear(m, c))
+			continue;
+		ret = backend_migratepage(m->dst, m->src, pos, len);
+		if ((ret == -EIO || ret == -EBADMSG) &&
+		    m->opts.ignore_bad_blocks)
+			ret = copy_around_bad(m, pos, len);
+		if (ret == -EAGAIN && ++m->retries[c] <= m->opts.max_retries) {
+			chunk_set(m, c);
+			not_moved++;
+			g_mutex_lock(&m->lock);
+			m->prog.ranges_retried++;
+			g_mutex_unlock(&m->lock);
+			continue;
+		}
+		if (ret < 0) {
+			chunk_set(m, c);	/* not on the destination */
+			if (ret == -EIO || ret == -EBADMSG)
+				pos = find_bad_block(m, pos, len);
+			record_failure(m, ret, pos);
+			return ret;
+		}
+		m->retries[c] = 0;
+		g_mutex_lock(&m->lock);
+		m->prog.ranges_ok++;
+		m->prog.done += len;
+		g_mutex_unlock(&m->lock);
+		throttle(m, len);
+	}
+	return (int)MIN(not_moved, (uint64_t)INT32_MAX);
+}
+
+/* Mark every chunk the source has data in dirty. */
+static int mark_allocated(struct migration *m)
+{
+	uint64_t pos = 0;
+
+	while (pos < m->size) {
+		struct backend_extent ext;
+		int ret = backend_map(m->src, pos, m->size - pos, &ext);
+
+		if (ret == -ENXIO)
+			break;
+		if (ret < 0)
+			return ret;
+		if (!ext.hole)
+			migration_mark_dirty(m, pos, ext.len);
+		pos += ext.len;
+	}
+	return 0;
+}
+
+int migration_copy(struct migration *m)
+{
+	unsigned int pass;
+	int ret = mark_allocated(m);
+
+	if (ret < 0) {
+		record_failure(m, ret, 0);
+		return ret;
+	}
+	for (pass = 0; pass < m->opts.max_passes; pass++) {
+		ret = migration_pass(m);
+		if (ret < 0)
+			return ret;
+		if (atomic_load(&m->nr_dirty) * MIGRATE_CHUNK <=
+		    MIGRATE_CONVERGED && ret == 0)
+			return 0;
+		if (ret > 0)	/* back off before retrying */
+			g_usleep(20000);
+	}
+	return 0;
+}
+
+int migration_finish(struct migration *m)
+{
+	unsigned int tries = 0;
+	int ret;
+
+	/* Nothing writes the source now: a few passes empty the bitmap
+	 * (more only while ranges ask for a retry). */
+	do {
+		ret = migration_pass(m);
+		if (ret > 0)
+			g_usleep(20000);
+	} while (ret > 0 && ++tries < m->opts.max_retries + 2);
+	if (ret > 0)
+		ret = -EAGAIN;
+	if (ret == 0)
+		ret = backend_flush(m->dst);
+	if (ret < 0) {
+		if (ret != -ECANCELED && !m->prog.error)
+			record_failure(m, ret, 0);
+		return ret;
+	}
+	g_mutex_lock(&m->lock);
+	m->prog.finished = true;
+	g_mutex_unlock(&m->lock);
+	return 0;
+}
