@@ -14,6 +14,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "backends/iorec.h"
+
 #define AIO_MAX_EVENTS 128
 
 struct dioloop_aio {
@@ -103,13 +105,59 @@ static int aio_submit_locked(struct dioloop_aio *aio,
 	return done;
 }
 
+/* Tell the recorder about the flushes among reqs (they cover the writes
+ * it has seen complete so far). */
+static void aio_report_flushes(struct dioloop_iorec *r,
+			       struct dioloop_aio_req **reqs, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct iocb *cb = &reqs[i]->iocb;
+
+		if (cb->aio_lio_opcode == IO_CMD_FDSYNC ||
+		    cb->aio_lio_opcode == IO_CMD_FSYNC)
+			reqs[i]->iorec_token = r->flush_begin(r, cb->aio_fildes);
+	}
+}
+
+/* Tell the recorder a write or flush finished with res, before its
+ * submitter learns it. */
+static void aio_report_done(struct dioloop_iorec *r,
+			    struct dioloop_aio_req *req, long res)
+{
+	struct iocb *cb = &req->iocb;
+	struct iovec one;
+
+	switch (cb->aio_lio_opcode) {
+	case IO_CMD_PWRITE:
+		one = (struct iovec){ cb->u.c.buf, cb->u.c.nbytes };
+		r->write(r, cb->aio_fildes, &one, 1, (uint64_t)cb->u.c.offset,
+			 res);
+		break;
+	case IO_CMD_PWRITEV:
+		r->write(r, cb->aio_fildes, cb->u.v.vec, (int)cb->u.v.nr,
+			 (uint64_t)cb->u.v.offset, res);
+		break;
+	case IO_CMD_FSYNC:
+	case IO_CMD_FDSYNC:
+		r->flush_end(r, cb->aio_fildes, req->iorec_token, (int)res);
+		break;
+	default:
+		break;
+	}
+}
+
 void dioloop_aio_submit(struct dioloop_aio *aio,
 			struct dioloop_aio_req **reqs, int n)
 {
+	struct dioloop_iorec *rec = dioloop_iorec_get();
 	int done = 0, i;
 
 	if (n <= 0)
 		return;
+	if (rec)
+		aio_report_flushes(rec, reqs, n);
 	atomic_fetch_add(&aio->in_flight, n);
 	g_mutex_lock(&aio->lock);
 	/* Requests already waiting for ring space go first. */
@@ -155,6 +203,10 @@ static void aio_drain_pending(struct dioloop_aio *aio)
 static void aio_req_done(struct dioloop_aio *aio, struct dioloop_aio_req *req,
 			 long res)
 {
+	struct dioloop_iorec *rec = dioloop_iorec_get();
+
+	if (rec)
+		aio_report_done(rec, req, res);
 	req->done(req, res);
 	atomic_fetch_add(&aio->completed, 1);
 	if (atomic_fetch_sub(&aio->in_flight, 1) == 1) {
@@ -279,6 +331,7 @@ void dioloop_aio_prep_rw(struct dioloop_aio_req *req, bool write, int fd,
 	req->done = done;
 	req->next = NULL;
 	req->res = 0;
+	req->iorec_token = 0;
 }
 
 void dioloop_aio_prep_fdsync(struct dioloop_aio_req *req, int fd,
@@ -289,6 +342,7 @@ void dioloop_aio_prep_fdsync(struct dioloop_aio_req *req, int fd,
 	req->done = done;
 	req->next = NULL;
 	req->res = 0;
+	req->iorec_token = 0;
 }
 
 bool dioloop_aio_on_completion_thread(struct dioloop_aio *aio)

@@ -14,12 +14,14 @@ extern const struct backend_ops raw_backend_ops;
 extern const struct backend_ops mem_backend_ops;
 extern const struct backend_ops fault_backend_ops;
 extern const struct backend_ops cow_backend_ops;
+extern const struct backend_ops nfs_backend_ops;
 
 static const struct backend_ops *const backend_table[] = {
 	&raw_backend_ops,
 	&mem_backend_ops,
 	&fault_backend_ops,
 	&cow_backend_ops,
+	&nfs_backend_ops,
 };
 
 #define BACKEND_TABLE_SIZE G_N_ELEMENTS(backend_table)

@@ -17,110 +17,15 @@
 
 #include "fusefs/commands.h"
 #include "fusefs/control.h"
+#include "fusefs/ctl_client.h"
 #include "fusefs/spec.h"
-
-#define CTL_REPLY_MAX (64 * 1024)
-
-/* What a MOUNTPOINT[/NODE] argument names. */
-struct ctl_target {
-	char *ctl;			/* MOUNTPOINT/.dioloop/ctl */
-	char *node;			/* NULL: the mount itself */
-};
-
-/* Free what resolve_target filled in. */
-static void ctl_target_clear(struct ctl_target *t)
-{
-	g_free(t->ctl);
-	g_free(t->node);
-}
-
-/* The ctl file of a dioloop mount at dir, or NULL. */
-static char *ctl_of(const char *dir)
-{
-	char *ctl = g_build_filename(dir, DIOLOOP_CTL_DIR, "ctl", NULL);
-	struct stat st;
-
-	if (stat(ctl, &st) == 0 && S_ISREG(st.st_mode))
-		return ctl;
-	g_free(ctl);
-	return NULL;
-}
-
-/* Resolve arg to a mount or a node: true, or false after a message. */
-static bool resolve_target(const char *cmd, const char *arg,
-			   struct ctl_target *t)
-{
-	g_autofree char *real = realpath(arg, NULL);
-	g_autofree char *dir = NULL;
-	struct stat st;
-
-	*t = (struct ctl_target){ 0 };
-	if (!real || stat(real, &st) < 0) {
-		dioloop_err("%s: %s: %s", cmd, arg, g_strerror(errno));
-		return false;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		t->ctl = ctl_of(real);
-	} else {
-		dir = g_path_get_dirname(real);
-		t->ctl = ctl_of(dir);
-		if (t->ctl)
-			t->node = g_path_get_basename(real);
-	}
-	if (!t->ctl) {
-		dioloop_err("%s: %s is neither a dioloop mount point nor a node "
-			    "in one", cmd, arg);
-		return false;
-	}
-	return true;
-}
-
-/* Send one command line; 0 or -errno, the daemon's reply in reply. */
-static int ctl_send(const char *ctl, const char *line, GString *reply)
-{
-	char buf[4096];
-	ssize_t n;
-	off_t off = 0;
-	int fd = open(ctl, O_RDWR | O_CLOEXEC), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (pwrite(fd, line, strlen(line), 0) < 0)
-		ret = -errno;
-	while (reply->len < CTL_REPLY_MAX &&
-	       (n = pread(fd, buf, sizeof(buf), off)) > 0) {
-		g_string_append_len(reply, buf, n);
-		off += n;
-	}
-	close(fd);
-	return ret;
-}
-
-/* Send, print the reply; the exit status. */
-static int ctl_run(const char *cmd, const struct ctl_target *t,
-		   const char *line)
-{
-	g_autoptr(GString) reply = g_string_new(NULL);
-	int ret = ctl_send(t->ctl, line, reply);
-
-	if (ret < 0) {
-		g_strchomp(reply->str);
-		if (reply->str[0])
-			dioloop_err("%s", reply->str);
-		else
-			dioloop_err("%s: %s: %s", cmd, t->ctl, g_strerror(-ret));
-		return ret == -EINVAL ? DIOLOOP_EXIT_USAGE : DIOLOOP_EXIT_FAIL;
-	}
-	fputs(reply->str, stdout);
-	return DIOLOOP_EXIT_OK;
-}
 
 /* dioloop limit MOUNTPOINT[/NODE] [KEY=VALUE...] */
 int dioloop_cmd_limit(int argc, char **argv)
 {
 	GOptionEntry entries[] = { { NULL } };
 	struct dioloop_limit_update u = { 0 };
-	struct ctl_target t;
+	struct dioloop_ctl_target t;
 	GString *line;
 	int i, ret;
 
@@ -145,12 +50,12 @@ int dioloop_cmd_limit(int argc, char **argv)
 			return DIOLOOP_EXIT_USAGE;
 		}
 	}
-	if (!resolve_target("limit", argv[1], &t))
+	if (!dioloop_ctl_resolve("limit", argv[1], &t))
 		return DIOLOOP_EXIT_USAGE;
 	if (t.node && (u.mask & (1u << DIOLOOP_LIMIT_TOTAL_BPS))) {
 		dioloop_err("limit: total_bps is mount-wide: give the mount "
 			    "point, not the node %s", t.node);
-		ctl_target_clear(&t);
+		dioloop_ctl_target_clear(&t);
 		return DIOLOOP_EXIT_USAGE;
 	}
 	line = g_string_new("limit ");
@@ -164,9 +69,9 @@ int dioloop_cmd_limit(int argc, char **argv)
 	for (i = 2; i < argc; i++)
 		g_string_append_printf(line, " %s", argv[i]);
 	g_string_append_c(line, '\n');
-	ret = ctl_run("limit", &t, line->str);
+	ret = dioloop_ctl_run("limit", &t, line->str);
 	g_string_free(line, TRUE);
-	ctl_target_clear(&t);
+	dioloop_ctl_target_clear(&t);
 	return ret;
 }
 
@@ -177,7 +82,7 @@ int dioloop_cmd_fault(int argc, char **argv)
 	g_autoptr(GPtrArray) words = g_ptr_array_new_with_free_func(g_free);
 	g_autofree char *err = NULL, *q = NULL;
 	struct fault_rule r;
-	struct ctl_target t;
+	struct dioloop_ctl_target t;
 	GString *line;
 	bool off;
 	int i, ret;
@@ -211,12 +116,12 @@ int dioloop_cmd_fault(int argc, char **argv)
 		dioloop_err("fault: %s", err);
 		return DIOLOOP_EXIT_USAGE;
 	}
-	if (!resolve_target("fault", argv[1], &t))
+	if (!dioloop_ctl_resolve("fault", argv[1], &t))
 		return DIOLOOP_EXIT_USAGE;
 	if (!t.node) {
 		dioloop_err("fault: %s is a mount point: give one of its nodes "
 			    "(MOUNTPOINT/NODE)", argv[1]);
-		ctl_target_clear(&t);
+		dioloop_ctl_target_clear(&t);
 		return DIOLOOP_EXIT_USAGE;
 	}
 	q = g_shell_quote(t.node);
@@ -226,8 +131,8 @@ int dioloop_cmd_fault(int argc, char **argv)
 		g_string_append_printf(line, " %s",
 				       (const char *)words->pdata[i]);
 	g_string_append_c(line, '\n');
-	ret = ctl_run("fault", &t, line->str);
+	ret = dioloop_ctl_run("fault", &t, line->str);
 	g_string_free(line, TRUE);
-	ctl_target_clear(&t);
+	dioloop_ctl_target_clear(&t);
 	return ret;
 }

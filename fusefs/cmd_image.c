@@ -1,17 +1,27 @@
 /* SPDX-License-Identifier: MIT */
-/* dioloop create / dioloop info: make and describe images. */
+/*
+ * dioloop create / dioloop info: make and describe images.  A
+ * command-line process: one thread.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <json-glib/json-glib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/cow/cow.h"
+#include "backends/cow/format.h"
 #include "backends/size.h"
 #include "fusefs/commands.h"
+#include "fusefs/ctl_client.h"
+#include "fusefs/remote.h"
 
 #define DIOLOOP_MAX_IMAGE_SIZE (UINT64_C(1) << 60)
 #define DIOLOOP_DEFAULT_IMAGE_SIZE (UINT64_C(1) << 30)
@@ -32,52 +42,385 @@ static int create_raw(const char *path, uint64_t size)
 	return ret;
 }
 
+int dioloop_image_create(const char *path, const char *format,
+			 uint8_t csum_type, uint64_t size, char **why)
+{
+	struct cow_format_opts opts = { .size = size, .csum_type = csum_type };
+	struct cow_err err = { "" };
+	int ret;
+
+	*why = NULL;
+	if (dioloop_is_nfs_url(path)) {
+		if (!strcmp(format, "cow")) {
+			*why = g_strdup_printf("%s: cow images on nfs:// are not "
+					       "supported (raw only)", path);
+			return -EOPNOTSUPP;
+		}
+		return dioloop_nfs_image_create(path, size, why);
+	}
+	if (strcmp(format, "cow")) {
+		ret = create_raw(path, size);
+		if (ret < 0)
+			*why = g_strdup_printf("%s: %s", path, g_strerror(-ret));
+		return ret;
+	}
+	ret = cow_format(path, &opts, &err);
+	if (ret < 0)
+		*why = g_strdup(err.msg);
+	return ret;
+}
+
+bool dioloop_parse_format(const char *cmd, const char *format,
+			  const char *csum, uint8_t *csum_type)
+{
+	*csum_type = 0;
+	if (format && strcmp(format, "raw") && strcmp(format, "cow")) {
+		dioloop_err("%s: bad --format '%s': known formats: raw, cow", cmd,
+			    format);
+		return false;
+	}
+	if (!csum)
+		return true;
+	if (!format || strcmp(format, "cow")) {
+		dioloop_err("%s: --csum '%s' needs --format cow (raw images "
+			    "have no checksums)", cmd, csum);
+		return false;
+	}
+	*csum_type = cow_csum_parse(csum);
+	if (!*csum_type) {
+		dioloop_err("%s: bad --csum '%s': known checksums: crc32c, "
+			    "xxhash64", cmd, csum);
+		return false;
+	}
+	return true;
+}
+
 int dioloop_cmd_create(int argc, char **argv)
 {
-	g_autofree char *size_arg = NULL, *format = NULL;
+	g_autofree char *size_arg = NULL, *format = NULL, *csum = NULL;
+	g_autofree char *why = NULL;
 	GOptionEntry entries[] = {
 		{ "size", 's', 0, G_OPTION_ARG_STRING, &size_arg,
 		  "logical size, with K/M/G/T suffixes (default 1G); a "
-		  "multiple of 512", "SIZE" },
+		  "multiple of 512 (raw) or 4096 (cow)", "SIZE" },
 		{ "format", 'f', 0, G_OPTION_ARG_STRING, &format,
-		  "image format: raw (default)", "FORMAT" },
+		  "image format: raw (default) or cow", "FORMAT" },
+		{ "csum", 0, 0, G_OPTION_ARG_STRING, &csum,
+		  "cow data checksum: crc32c (default) or xxhash64", "TYPE" },
 		{ NULL },
 	};
 	uint64_t size = DIOLOOP_DEFAULT_IMAGE_SIZE;
+	uint8_t csum_type;
+	bool cow;
 	int ret;
 
 	if (!dioloop_parse_args("create", "PATH",
 				"Create an image (sparse: it takes no space "
-				"until written).", entries, &argc, &argv))
+				"until written): raw, a plain file, or cow, a "
+				"copy-on-write image with data checksums and "
+				"snapshots.  PATH may be an NFS URL, "
+				"nfs://HOST[:PORT]/EXPORT/DIR/NAME.img[?OPTIONS] "
+				"(raw only).", entries, &argc, &argv))
 		return DIOLOOP_EXIT_USAGE;
 	if (argc != 2) {
 		dioloop_err("create: expected one PATH, got %d arguments",
 			    argc - 1);
 		return DIOLOOP_EXIT_USAGE;
 	}
-	if (size_arg) {
-		ret = dioloop_parse_size(size_arg, DIOLOOP_MAX_IMAGE_SIZE,
-					 &size);
-		if (ret < 0 || size % 512) {
-			dioloop_err("create: bad --size '%s': %s", size_arg,
-				    ret == -ERANGE ? "too large (at most 1 EiB)" :
-				    ret < 0 ? "expected a number with an "
-					      "optional K/M/G/T suffix" :
-					      "not a multiple of 512 bytes");
+	if (!dioloop_parse_format("create", format, csum, &csum_type))
+		return DIOLOOP_EXIT_USAGE;
+	cow = format && !strcmp(format, "cow");
+	if (dioloop_is_nfs_url(argv[1])) {
+		if (cow) {
+			dioloop_err("create: %s: cow images on nfs:// are not "
+				    "supported (raw only)", argv[1]);
+			return DIOLOOP_EXIT_USAGE;
+		}
+		if (dioloop_nfs_check_url("create", argv[1], true, &why) < 0) {
+			dioloop_err("create: %s", why);
 			return DIOLOOP_EXIT_USAGE;
 		}
 	}
-	if (format && strcmp(format, "raw") != 0) {
-		dioloop_err("create: bad --format '%s': known formats: raw",
-			    format);
-		return DIOLOOP_EXIT_USAGE;
+	if (size_arg) {
+		unsigned int align = cow ? COW_BLOCK_SIZE : 512;
+
+		ret = dioloop_parse_size(size_arg, DIOLOOP_MAX_IMAGE_SIZE,
+					 &size);
+		if (ret < 0 || size % align || size == 0) {
+			dioloop_err("create: bad --size '%s': %s%s", size_arg,
+				    ret == -ERANGE ? "too large (at most 1 EiB)" :
+				    ret < 0 ? "expected a number with an "
+					      "optional K/M/G/T suffix" :
+				    size == 0 ? "must not be 0" :
+				    cow ? "not a multiple of 4096 bytes" :
+					  "not a multiple of 512 bytes",
+				    ret == 0 && size && cow ? " (cow images)" :
+							       "");
+			return DIOLOOP_EXIT_USAGE;
+		}
 	}
-	ret = create_raw(argv[1], size);
+	ret = dioloop_image_create(argv[1], cow ? "cow" : "raw", csum_type,
+				   size, &why);
 	if (ret < 0) {
-		dioloop_err("create: %s: %s", argv[1], g_strerror(-ret));
+		dioloop_err("create: %s", why);
 		return DIOLOOP_EXIT_FAIL;
 	}
 	return DIOLOOP_EXIT_OK;
+}
+
+/* ---- info ---- */
+
+/* What info knows about a cow image beyond backend_info. */
+struct cow_details {
+	struct cow_stats st;
+	struct cow_sb sb;
+	bool have_sb;
+	GArray *volumes;		/* struct cow_volume_info */
+	uint64_t file_size, host_bytes;
+	char *base;			/* the image's file name */
+};
+
+/* A volume's kind as info shows it. */
+static const char *volume_kind(const struct cow_volume_info *v)
+{
+	return !v->name[0] ? "default" : v->snapshot ? "snapshot" : "clone";
+}
+
+/* The node name of volume v of the image called base: BASE[@NAME]. */
+static const char *volume_node(const char *base,
+			       const struct cow_volume_info *v, char *buf,
+			       size_t len)
+{
+	snprintf(buf, len, "%s%s%s", base, v->name[0] ? "@" : "", v->name);
+	return buf;
+}
+
+/* The node name of the volume with id; NULL for none, "#ID" once
+ * deleted. */
+static const char *volume_parent(GArray *vols, const char *base, uint64_t id,
+				 char *buf, size_t len)
+{
+	guint i;
+
+	if (!id)
+		return NULL;
+	for (i = 0; i < vols->len; i++) {
+		const struct cow_volume_info *v =
+			&g_array_index(vols, struct cow_volume_info, i);
+
+		if (v->id == id)
+			return volume_node(base, v, buf, len);
+	}
+	snprintf(buf, len, "#%" PRIu64, id);
+	return buf;
+}
+
+/* Unix seconds as local "YYYY-MM-DD HH:MM:SS". */
+static const char *format_time(uint64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (!localtime_r(&tt, &tm) || !strftime(buf, len, "%F %T", &tm))
+		snprintf(buf, len, "%" PRIu64, t);
+	return buf;
+}
+
+/* Collect the cow details of an open cow backend b of path. */
+static int cow_details_get(struct backend *b, const char *path,
+			   struct cow_details *d)
+{
+	struct cow_err err = { "" }, fallback = { "" };
+	struct stat st;
+	uint32_t slot;
+	int fd, ret;
+
+	cow_get_stats(b, &d->st);
+	d->base = g_path_get_basename(path);
+	d->volumes = g_array_new(FALSE, TRUE, sizeof(struct cow_volume_info));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		d->have_sb = cow_sb_read(fd, &d->sb, &slot, &fallback,
+					 &err) == 0;
+		if (fstat(fd, &st) == 0) {
+			d->file_size = (uint64_t)st.st_size;
+			d->host_bytes = (uint64_t)st.st_blocks * 512;
+		}
+		close(fd);
+	}
+	ret = cow_list_volumes(b, d->volumes);
+	if (ret == -EOPNOTSUPP) {
+		/* No volume support yet: the default volume alone. */
+		struct cow_volume_info v = {
+			.id = d->have_sb ? d->sb.default_volume : 1,
+			.size = d->st.size,
+			.mapped_blocks = d->st.mapped_blocks,
+			.create_generation = 1,
+			.create_time = d->have_sb ? d->sb.create_time : 0,
+		};
+
+		g_array_append_val(d->volumes, v);
+		ret = 0;
+	}
+	return ret;
+}
+
+/* The uuid as 36 hex characters and dashes. */
+static void format_uuid(const uint8_t *u, char *buf)
+{
+	int i, n = 0;
+
+	for (i = 0; i < 16; i++) {
+		n += sprintf(buf + n, "%02x", u[i]);
+		if (i == 3 || i == 5 || i == 7 || i == 9)
+			buf[n++] = '-';
+	}
+	buf[n] = '\0';
+}
+
+static void print_cow_text(const struct cow_details *d)
+{
+	char s1[32], s2[32], when[32], uuid[40];
+	char parent[PATH_MAX], node[PATH_MAX];
+	guint i;
+
+	printf("version:    %u\n", d->have_sb ? d->sb.version : COW_VERSION);
+	printf("checksum:   %s\n", cow_csum_name(d->st.csum_type) ?
+					   cow_csum_name(d->st.csum_type) : "?");
+	printf("generation: %" PRIu64 "\n", d->st.generation);
+	if (d->have_sb) {
+		format_uuid(d->sb.uuid, uuid);
+		printf("uuid:       %s\n", uuid);
+	}
+	printf("container:  %" PRIu64 " bytes (%s), %s on the host\n",
+	       d->file_size, dioloop_format_size(d->file_size, s1, sizeof(s1)),
+	       dioloop_format_size(d->host_bytes, s2, sizeof(s2)));
+	printf("blocks:     %" PRIu64 " of 4 KiB: %" PRIu64 " used, %" PRIu64
+	       " free, %" PRIu64 " pinned\n", d->st.nr_blocks,
+	       d->st.used_blocks, d->st.nr_blocks - MIN(d->st.nr_blocks,
+							 d->st.used_blocks),
+	       d->st.pinned_blocks);
+	printf("volumes:    %u\n", d->volumes->len);
+	printf("  %-24s %-8s %10s %10s %-24s %s\n", "NODE", "TYPE", "SIZE",
+	       "MAPPED", "PARENT", "CREATED");
+	for (i = 0; i < d->volumes->len; i++) {
+		const struct cow_volume_info *v =
+			&g_array_index(d->volumes, struct cow_volume_info, i);
+		const char *p = volume_parent(d->volumes, d->base, v->parent,
+					      parent, sizeof(parent));
+
+		printf("  %-24s %-8s %10s %10s %-24s %s\n",
+		       volume_node(d->base, v, node, sizeof(node)),
+		       volume_kind(v),
+		       dioloop_format_size(v->size, s1, sizeof(s1)),
+		       dioloop_format_size(v->mapped_blocks * COW_BLOCK_SIZE,
+					   s2, sizeof(s2)),
+		       p ? p : "-",
+		       format_time(v->create_time, when, sizeof(when)));
+	}
+}
+
+/* Add the cow details to the JSON object being built. */
+static void add_cow_json(JsonBuilder *jb, const struct cow_details *d,
+			 const char *volume)
+{
+	char parent[PATH_MAX], node[PATH_MAX], uuid[40];
+	guint i;
+
+	json_builder_set_member_name(jb, "format_version");
+	json_builder_add_int_value(jb, d->have_sb ? d->sb.version : COW_VERSION);
+	json_builder_set_member_name(jb, "checksum");
+	json_builder_add_string_value(jb, cow_csum_name(d->st.csum_type));
+	json_builder_set_member_name(jb, "generation");
+	json_builder_add_int_value(jb, (gint64)d->st.generation);
+	if (d->have_sb) {
+		format_uuid(d->sb.uuid, uuid);
+		json_builder_set_member_name(jb, "uuid");
+		json_builder_add_string_value(jb, uuid);
+	}
+	json_builder_set_member_name(jb, "volume");
+	json_builder_add_string_value(jb, volume ? volume : "");
+	json_builder_set_member_name(jb, "container");
+	json_builder_begin_object(jb);
+	json_builder_set_member_name(jb, "file_size");
+	json_builder_add_int_value(jb, (gint64)d->file_size);
+	json_builder_set_member_name(jb, "host_allocated");
+	json_builder_add_int_value(jb, (gint64)d->host_bytes);
+	json_builder_set_member_name(jb, "block_size");
+	json_builder_add_int_value(jb, COW_BLOCK_SIZE);
+	json_builder_set_member_name(jb, "blocks");
+	json_builder_add_int_value(jb, (gint64)d->st.nr_blocks);
+	json_builder_set_member_name(jb, "used_blocks");
+	json_builder_add_int_value(jb, (gint64)d->st.used_blocks);
+	json_builder_set_member_name(jb, "free_blocks");
+	json_builder_add_int_value(jb, (gint64)(d->st.nr_blocks -
+				   MIN(d->st.nr_blocks, d->st.used_blocks)));
+	json_builder_set_member_name(jb, "pinned_blocks");
+	json_builder_add_int_value(jb, (gint64)d->st.pinned_blocks);
+	json_builder_end_object(jb);
+	json_builder_set_member_name(jb, "volumes");
+	json_builder_begin_array(jb);
+	for (i = 0; i < d->volumes->len; i++) {
+		const struct cow_volume_info *v =
+			&g_array_index(d->volumes, struct cow_volume_info, i);
+		const char *p;
+
+		json_builder_begin_object(jb);
+		json_builder_set_member_name(jb, "id");
+		json_builder_add_int_value(jb, (gint64)v->id);
+		json_builder_set_member_name(jb, "name");
+		json_builder_add_string_value(jb, v->name);
+		json_builder_set_member_name(jb, "type");
+		json_builder_add_string_value(jb, volume_kind(v));
+		json_builder_set_member_name(jb, "size");
+		json_builder_add_int_value(jb, (gint64)v->size);
+		json_builder_set_member_name(jb, "mapped_blocks");
+		json_builder_add_int_value(jb, (gint64)v->mapped_blocks);
+		json_builder_set_member_name(jb, "node");
+		json_builder_add_string_value(jb, volume_node(d->base, v, node,
+							      sizeof(node)));
+		json_builder_set_member_name(jb, "parent");
+		p = volume_parent(d->volumes, d->base, v->parent, parent,
+				  sizeof(parent));
+		if (p)
+			json_builder_add_string_value(jb, p);
+		else
+			json_builder_add_null_value(jb);
+		json_builder_set_member_name(jb, "create_generation");
+		json_builder_add_int_value(jb, (gint64)v->create_generation);
+		json_builder_set_member_name(jb, "created");
+		json_builder_add_int_value(jb, (gint64)v->create_time);
+		json_builder_end_object(jb);
+	}
+	json_builder_end_array(jb);
+}
+
+/* Print info as JSON (cow details when d). */
+static void print_json(const char *path, const struct backend_info *info,
+		       const struct cow_details *d, const char *volume)
+{
+	g_autoptr(JsonBuilder) jb = json_builder_new();
+	g_autoptr(JsonGenerator) gen = json_generator_new();
+	g_autoptr(JsonNode) root = NULL;
+	g_autofree char *text = NULL;
+
+	json_builder_begin_object(jb);
+	json_builder_set_member_name(jb, "path");
+	json_builder_add_string_value(jb, path);
+	json_builder_set_member_name(jb, "format");
+	json_builder_add_string_value(jb, info->format);
+	json_builder_set_member_name(jb, "size");
+	json_builder_add_int_value(jb, (gint64)info->size);
+	json_builder_set_member_name(jb, "allocated");
+	json_builder_add_int_value(jb, (gint64)info->allocated);
+	if (d)
+		add_cow_json(jb, d, volume);
+	json_builder_end_object(jb);
+	root = json_builder_get_root(jb);
+	json_generator_set_root(gen, root);
+	json_generator_set_pretty(gen, d != NULL);
+	text = json_generator_to_data(gen, NULL);
+	printf("%s\n", text);
 }
 
 int dioloop_cmd_info(int argc, char **argv)
@@ -88,48 +431,91 @@ int dioloop_cmd_info(int argc, char **argv)
 		  "print one JSON object", NULL },
 		{ NULL },
 	};
-	struct backend_open_args args = { 0 };
+	struct dioloop_image_ref ref;
+	struct cow_details d = { 0 };
+	g_autofree char *why = NULL;
 	struct backend_info info;
+	const char *type;
 	struct backend *b;
 	char s1[32], s2[32];
+	bool cow;
 	int ret;
 
 	if (!dioloop_parse_args("info", "PATH",
 				"Show an image's format, logical size and the "
-				"bytes it uses on its host.", entries, &argc,
-				&argv))
+				"bytes it uses on its host; for a cow image "
+				"also its checksum, generation, block use and "
+				"volumes.  PATH may be IMAGE@VOLUME, a node "
+				"of a mount (read-only: works while mounted) or "
+				"an nfs:// URL.",
+				entries, &argc, &argv))
 		return DIOLOOP_EXIT_USAGE;
 	if (argc != 2) {
 		dioloop_err("info: expected one PATH, got %d arguments",
 			    argc - 1);
 		return DIOLOOP_EXIT_USAGE;
 	}
-	args.path = argv[1];
-	args.flags = BACKEND_OPEN_RDONLY;
-	ret = backend_open("raw", &args, &b);
+	dioloop_cli_logs("info");
+	ret = dioloop_image_ref_resolve(argv[1], &ref, &why);
 	if (ret < 0) {
-		dioloop_err("info: %s: %s", argv[1], g_strerror(-ret));
+		dioloop_err("info: %s", why);
 		return DIOLOOP_EXIT_FAIL;
 	}
+	if (dioloop_is_nfs_url(argv[1]) &&
+	    dioloop_nfs_check_url("info", ref.image, true, &why) < 0) {
+		dioloop_err("info: %s", why);
+		dioloop_image_ref_clear(&ref);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	/* An nfs:// image: the backend's reason (the server's answer) is
+	 * the one error line. */
+	if (dioloop_is_nfs_url(argv[1]))
+		dioloop_cli_capture_begin("info");
+	ret = dioloop_image_ref_open(&ref, BACKEND_OPEN_RDONLY, &b, &type,
+				     &why);
+	if (dioloop_is_nfs_url(argv[1])) {
+		g_autofree char *reason = dioloop_cli_capture_end("info", NULL);
+
+		if (ret < 0 && reason) {
+			g_free(why);
+			why = g_steal_pointer(&reason);
+		}
+	}
+	if (ret < 0) {
+		dioloop_err("info: %s", why);
+		dioloop_image_ref_clear(&ref);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	cow = !strcmp(type, "cow");
 	ret = backend_info(b, &info);
+	if (!ret && cow)
+		ret = cow_details_get(b, ref.image, &d);
 	backend_close(b);
 	if (ret < 0) {
 		dioloop_err("info: %s: %s", argv[1], g_strerror(-ret));
-		return DIOLOOP_EXIT_FAIL;
+		goto out;
 	}
 	if (json) {
-		g_autofree char *esc = g_strescape(argv[1], NULL);
-
-		printf("{\"path\": \"%s\", \"format\": \"%s\", \"size\": %" PRIu64
-		       ", \"allocated\": %" PRIu64 "}\n", esc, info.format,
-		       info.size, info.allocated);
+		print_json(argv[1], &info, cow ? &d : NULL, ref.volume);
 	} else {
-		printf("path:      %s\nformat:    %s\nsize:      %" PRIu64
-		       " (%s)\nallocated: %" PRIu64 " (%s)\n", argv[1],
-		       info.format, info.size,
+		/* Raw: the lines as they always were; cow: more, aligned. */
+		int w = cow ? 12 : 11;
+
+		printf("%-*s%s\n%-*s%s\n%-*s%" PRIu64 " (%s)\n%-*s%" PRIu64
+		       " (%s)\n", w, "path:", argv[1], w, "format:",
+		       info.format, w, "size:", info.size,
 		       dioloop_format_size(info.size, s1, sizeof(s1)),
-		       info.allocated,
+		       w, "allocated:", info.allocated,
 		       dioloop_format_size(info.allocated, s2, sizeof(s2)));
+		if (ref.volume)
+			printf("%-*s%s\n", w, "volume:", ref.volume);
+		if (cow)
+			print_cow_text(&d);
 	}
-	return DIOLOOP_EXIT_OK;
+out:
+	if (d.volumes)
+		g_array_free(d.volumes, TRUE);
+	g_free(d.base);
+	dioloop_image_ref_clear(&ref);
+	return ret < 0 ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
 }

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <mntent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,9 +25,11 @@
 #include <unistd.h>
 
 #include "backends/size.h"
+#include "fusefs/migrate.h"
 #include "fusefs/commands.h"
 #include "fusefs/fs.h"
 #include "fusefs/loop.h"
+#include "fusefs/remote.h"
 #include "fusefs/spec.h"
 
 #define DIOLOOP_DEFAULT_QUEUE_DEPTH 128
@@ -201,7 +204,8 @@ static void warn_unknown_fault_nodes(struct dioloop_fs *fs)
 		struct stat st;
 
 		if (strcmp(mf->node, "*") &&
-		    fstatat(fs->source_fd, mf->node, &st, 0) < 0)
+		    (fs->remote ? !dioloop_remote_has(fs->remote, mf->node) :
+				  fstatat(fs->source_fd, mf->node, &st, 0) < 0))
 			g_warning("%s: fault rule for an image that is not in "
 				  "%s (yet)", mf->node, fs->source);
 	}
@@ -323,6 +327,8 @@ static void stop_mount(struct mount_state *ms)
 	}
 	ms->stopping = true;
 	g_mutex_unlock(&ms->lock);
+	/* A running migration stops first: its node stays on its source. */
+	dioloop_migrations_stop(&ms->fs);
 	detach_loops(ms);
 	dioloop_fs_flush_all(&ms->fs);
 	/* Unmount without closing the session's fd (fuse_session_unmount
@@ -423,10 +429,15 @@ static int run_mount(struct mount_state *ms, const char *source,
 	g_log_set_default_handler(log_to_stderr, &ms->fs.opts);
 	ret = dioloop_fs_init(&ms->fs, source, mountpoint, &ms->fs.opts);
 	if (ret < 0) {
-		dioloop_err("mount: %s: %s", source, g_strerror(-ret));
+		/* A remote source that failed here passed the check before
+		 * the fork: it went away since (mount's status 2 still). */
+		ret = dioloop_is_nfs_url(source) ? DIOLOOP_EXIT_USAGE :
+						   DIOLOOP_EXIT_FAIL;
+		dioloop_err("mount: %s: cannot serve it", source);
 		if (ms->fs.opts.faults)
 			g_ptr_array_free(ms->fs.opts.faults, TRUE);
-		return DIOLOOP_EXIT_FAIL;
+		report_status(ms, (unsigned char)ret);
+		return ret;
 	}
 	/* Open (and lock) every image now, so that an image served by
 	 * another daemon is reported while the terminal still listens. */
@@ -489,6 +500,7 @@ static int run_mount(struct mount_state *ms, const char *source,
 	/* Answer what is still in flight before the session goes: what
 	 * waits for a limit goes now (the worker pool may wait on it). */
 	dioloop_throttle_group_stop(&ms->fs.throttle);
+	dioloop_migrations_stop(&ms->fs);
 	dioloop_io_stop(&ms->fs);
 	dioloop_fs_drain_all(&ms->fs);
 	g_ptr_array_free(ms->loops, TRUE);
@@ -566,7 +578,9 @@ int dioloop_cmd_mount(int argc, char **argv)
 
 	if (!dioloop_parse_args("mount", "SOURCE MOUNTPOINT",
 				"Serve every image in the directory SOURCE as a "
-				"block node under MOUNTPOINT.", entries, &argc,
+				"block node under MOUNTPOINT.  SOURCE may be "
+				"nfs://HOST[:PORT]/EXPORT/DIR[?OPTIONS], a "
+				"directory on an NFS server.", entries, &argc,
 				&argv))
 		return DIOLOOP_EXIT_USAGE;
 	if (argc != 3) {
@@ -601,7 +615,17 @@ int dioloop_cmd_mount(int argc, char **argv)
 		mount_state_free(ms);
 		return DIOLOOP_EXIT_FAIL;
 	}
-	if (stat(argv[1], &st) < 0 || !S_ISDIR(st.st_mode)) {
+	if (dioloop_is_nfs_url(argv[1])) {
+		g_autofree char *why = NULL;
+
+		/* The URL, the server, the export and the directory: one
+		 * line and status 2 while the terminal listens. */
+		if (dioloop_nfs_check_source(argv[1], &why) < 0) {
+			dioloop_err("mount: %s", why);
+			mount_state_free(ms);
+			return DIOLOOP_EXIT_USAGE;
+		}
+	} else if (stat(argv[1], &st) < 0 || !S_ISDIR(st.st_mode)) {
 		dioloop_err("mount: SOURCE %s: %s", argv[1],
 			    access(argv[1], F_OK) < 0 ? g_strerror(errno) :
 			    "not a directory");
@@ -654,6 +678,23 @@ int dioloop_cmd_mount(int argc, char **argv)
 	return ret;
 }
 
+/* True if the dioloop mount at path serves an nfs:// source (its
+ * fsname is dioloop:nfs://...). */
+static bool is_remote_mount(const char *path)
+{
+	FILE *f = setmntent("/proc/self/mounts", "r");
+	struct mntent *m;
+	bool remote = false;
+
+	while (f && (m = getmntent(f)))
+		if (!strcmp(m->mnt_dir, path))
+			remote = g_str_has_prefix(m->mnt_fsname,
+						  "dioloop:nfs://");
+	if (f)
+		endmntent(f);
+	return remote;
+}
+
 int dioloop_cmd_umount(int argc, char **argv)
 {
 	GOptionEntry entries[] = { { NULL } };
@@ -662,8 +703,9 @@ int dioloop_cmd_umount(int argc, char **argv)
 	const char *name;
 	GDir *dir;
 	char **l;
-	int status = 0, failed = 0;
+	int status = 0, failed = 0, lost = 0;
 	GError *err = NULL;
+	bool remote;
 	char *fusermount_argv[] = { "fusermount3", "-u", NULL, NULL };
 
 	if (!dioloop_parse_args("umount", "MOUNTPOINT",
@@ -693,7 +735,10 @@ int dioloop_cmd_umount(int argc, char **argv)
 	}
 	if (failed)
 		return DIOLOOP_EXIT_FAIL;
-	/* Make every node durable before the daemon goes away. */
+	/* Make every node durable before the daemon goes away.  A remote
+	 * source whose server does not answer must not keep the mount
+	 * forever: the failure is reported and the unmount goes on. */
+	remote = is_remote_mount(real);
 	dir = g_dir_open(real, 0, NULL);
 	while (dir && (name = g_dir_read_name(dir))) {
 		g_autofree char *path = g_build_filename(real, name, NULL);
@@ -704,9 +749,19 @@ int dioloop_cmd_umount(int argc, char **argv)
 		if (fd < 0 && (errno == EBUSY || errno == ENOENT))
 			continue;
 		if (fd < 0 || fsync(fd) < 0) {
-			dioloop_err("umount: %s: flush: %s", path,
-				    g_strerror(errno));
-			failed++;
+			int e = errno;
+
+			if (remote) {
+				dioloop_err("umount: %s: flush: %s (the nfs "
+					    "server does not answer: unmounting "
+					    "anyway; writes not on it yet are "
+					    "lost)", path, g_strerror(e));
+				lost++;
+			} else {
+				dioloop_err("umount: %s: flush: %s", path,
+					    g_strerror(e));
+				failed++;
+			}
 		}
 		if (fd >= 0)
 			close(fd);
@@ -726,5 +781,5 @@ int dioloop_cmd_umount(int argc, char **argv)
 		dioloop_err("umount: %s: fusermount3 -u failed", real);
 		return DIOLOOP_EXIT_FAIL;
 	}
-	return DIOLOOP_EXIT_OK;
+	return lost ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The control directory: stats.json and the ctl file (see control.h). */
 #include "fusefs/control.h"
+#include "fusefs/migrate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/cow/cow.h"
 #include "fusefs/spec.h"
 
 #define CTL_MAX_COMMAND 4096
@@ -352,14 +354,14 @@ static int ctl_limit(struct dioloop_fs *fs, int argc, char **argv,
 }
 
 /* The rules of a node's fault layer and what they did, for the reply. */
-static void ctl_fault_list(struct dioloop_node *node, GString *reply)
+static void ctl_fault_list(struct backend *b, GString *reply)
 {
 	struct fault_rule rules[CTL_MAX_RULES];
 	struct fault_stats st;
 	unsigned int n, i;
 
-	n = fault_backend_get_rules(node->b, rules, CTL_MAX_RULES);
-	fault_backend_get_stats(node->b, &st);
+	n = fault_backend_get_rules(b, rules, CTL_MAX_RULES);
+	fault_backend_get_stats(b, &st);
 	if (!n)
 		g_string_append(reply, "no fault rules\n");
 	for (i = 0; i < n && i < CTL_MAX_RULES; i++) {
@@ -382,6 +384,7 @@ static int ctl_fault(struct dioloop_fs *fs, int argc, char **argv,
 		     GString *reply)
 {
 	struct dioloop_node *node;
+	struct backend *b;
 	struct fault_rule r;
 	g_autofree char *err = NULL, *text = NULL;
 	int ret;
@@ -402,11 +405,18 @@ static int ctl_fault(struct dioloop_fs *fs, int argc, char **argv,
 	ret = ctl_node(fs, "fault", argv[0], &node, reply);
 	if (ret < 0)
 		return ret;
+	b = dioloop_node_backend_get(node);
+	if (!b) {
+		g_string_append_printf(reply, "fault: node '%s' was deleted\n",
+				       argv[0]);
+		dioloop_node_forget(fs, node->ino, 1);
+		return -ENOENT;
+	}
 	if (argc > 1 && !strcmp(argv[1], "off")) {
-		fault_backend_clear(node->b);
+		fault_backend_clear(b);
 		g_message("%s: fault rules cleared", node->name);
 	} else if (argc > 1) {
-		ret = fault_backend_add_rule(node->b, &r);
+		ret = fault_backend_add_rule(b, &r);
 		text = dioloop_fault_format(&r);
 		if (ret < 0)
 			g_string_append_printf(reply, "fault: rule '%s' refused: "
@@ -415,9 +425,275 @@ static int ctl_fault(struct dioloop_fs *fs, int argc, char **argv,
 			g_message("%s: fault rule: %s", node->name, text);
 	}
 	if (ret == 0)
-		ctl_fault_list(node, reply);
+		ctl_fault_list(b, reply);
+	dioloop_node_backend_put(node);
 	dioloop_node_forget(fs, node->ino, 1);
 	return ret;
+}
+
+/* ---- cow volumes and scrub ---- */
+
+/* The cow node a command names, held for the command (ctl_begin): 0 or
+ * -errno with the reason in reply (EOPNOTSUPP: not a cow image). */
+static int ctl_cow_node(struct dioloop_fs *fs, const char *cmd,
+			const char *name, struct dioloop_node **node,
+			GString *reply)
+{
+	int ret = ctl_node(fs, cmd, name, node, reply);
+
+	if (ret < 0)
+		return ret;
+	if (!(*node)->cow) {
+		g_string_append_printf(reply, "%s: '%s' is not a cow image "
+				       "(volumes, snapshots and scrub need "
+				       "the cow format)\n", cmd, name);
+		ret = -EOPNOTSUPP;
+	} else if (dioloop_node_ctl_begin(fs, *node) < 0) {
+		g_string_append_printf(reply, "%s: node '%s' was deleted\n",
+				       cmd, name);
+		ret = -ENOENT;
+	}
+	if (ret < 0)
+		dioloop_node_forget(fs, (*node)->ino, 1);
+	return ret;
+}
+
+/* Done with a node from ctl_cow_node. */
+static void ctl_cow_node_put(struct dioloop_fs *fs, struct dioloop_node *node)
+{
+	dioloop_node_ctl_end(fs, node);
+	dioloop_node_forget(fs, node->ino, 1);
+}
+
+/* snapshot NODE NAME / clone NODE NAME: a point-in-time volume of NODE's
+ * container, read-only or writable; reply: its node name. */
+static int ctl_snapshot(struct dioloop_fs *fs, int argc, char **argv,
+			bool writable, GString *reply)
+{
+	const char *cmd = writable ? "clone" : "snapshot";
+	struct dioloop_node *node;
+	int ret;
+
+	if (argc != 2) {
+		g_string_append_printf(reply, "%s: expected a node name and "
+				       "a new volume name\n", cmd);
+		return -EINVAL;
+	}
+	if (!argv[1][0] || strchr(argv[1], '@') || strchr(argv[1], '/') ||
+	    strlen(argv[1]) > COW_VOLUME_NAME_MAX) {
+		g_string_append_printf(reply, "%s: bad volume name '%s': 1 to "
+				       "%d bytes, no '@' or '/'\n", cmd,
+				       argv[1], COW_VOLUME_NAME_MAX);
+		return -EINVAL;
+	}
+	ret = ctl_cow_node(fs, cmd, argv[0], &node, reply);
+	if (ret < 0)
+		return ret;
+	/* Point in time: every write the node acknowledged is in, none is
+	 * half-way through the backend. */
+	dioloop_node_drain_begin(node);
+	ret = cow_snapshot(dioloop_node_cow_backend(node->b), argv[1],
+			   writable);
+	dioloop_node_drain_end(node);
+	if (ret == 0) {
+		g_string_append_printf(reply, "%s@%s\n", node->image, argv[1]);
+		g_message("%s: %s %s@%s", node->name, cmd, node->image,
+			  argv[1]);
+	} else {
+		g_string_append_printf(reply, "%s: %s@%s: %s\n", cmd,
+				       node->image, argv[1],
+				       ret == -EEXIST ? "the name is taken" :
+				       ret == -EINVAL ? "bad volume name" :
+				       ret == -EROFS ? "the image is read-only" :
+				       g_strerror(-ret));
+	}
+	ctl_cow_node_put(fs, node);
+	return ret;
+}
+
+/* delete-volume IMAGE@NAME: close the node, delete its volume. */
+static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
+			     GString *reply)
+{
+	struct dioloop_node *node, *img;
+	struct backend *b;
+	g_autofree char *volume = NULL;
+	int ret;
+
+	if (argc != 1) {
+		g_string_append(reply, "delete-volume: expected one node "
+				       "name, IMAGE@VOLUME\n");
+		return -EINVAL;
+	}
+	ret = ctl_node(fs, "delete-volume", argv[0], &node, reply);
+	if (ret < 0)
+		return ret;
+	if (!node->cow || !node->volume) {
+		g_string_append_printf(reply, "delete-volume: '%s' is %s\n",
+				       argv[0], node->cow ?
+				       "the image's default volume: remove "
+				       "the image file instead" :
+				       "not a volume of a cow image");
+		dioloop_node_forget(fs, node->ino, 1);
+		return node->cow ? -EBUSY : -EOPNOTSUPP;
+	}
+	volume = g_strdup(node->volume);
+	ret = dioloop_node_close_volume(fs, node);
+	if (ret == 0)
+		ret = ctl_node(fs, "delete-volume", node->image, &img, reply);
+	dioloop_node_forget(fs, node->ino, 1);
+	if (ret == -EBUSY) {
+		g_string_append_printf(reply, "delete-volume: '%s' is in use "
+				       "(open, or I/O or a command on it)\n",
+				       argv[0]);
+		return ret;
+	}
+	if (ret < 0)
+		return ret;
+	b = dioloop_node_backend_get(img);
+	ret = b ? cow_delete_volume(dioloop_node_cow_backend(b), volume) :
+		  -ENOENT;
+	if (b)
+		dioloop_node_backend_put(img);
+	dioloop_node_forget(fs, img->ino, 1);
+	if (ret < 0) {
+		g_string_append_printf(reply, "delete-volume: %s: %s\n",
+				       argv[0], g_strerror(-ret));
+		return ret;
+	}
+	g_message("%s: volume deleted", argv[0]);
+	/* The kernel may still hold the name: let it go now. */
+	if (fs->se)
+		fuse_lowlevel_notify_inval_entry(fs->se, FUSE_ROOT_ID, argv[0],
+						 strlen(argv[0]));
+	g_string_append_printf(reply, "deleted %s\n", argv[0]);
+	return 0;
+}
+
+/* A scrub in progress: where its findings go. */
+struct ctl_scrub {
+	struct dioloop_fs *fs;
+	struct dioloop_image_lock *l;
+	GString *bad;
+};
+
+/* Publish progress for scrub-status and stats.json.  Worker thread. */
+static bool ctl_scrub_progress(void *opaque, const struct cow_scrub_progress *p)
+{
+	struct ctl_scrub *sc = opaque;
+
+	g_mutex_lock(&sc->fs->lock);
+	sc->l->scrub_done = p->done;
+	sc->l->scrub_total = p->total;
+	sc->l->scrub_bad = p->bad;
+	g_mutex_unlock(&sc->fs->lock);
+	return true;
+}
+
+/* One bad block: a line of the reply.  Worker thread. */
+static void ctl_scrub_bad(void *opaque, const struct cow_bad_block *bad)
+{
+	struct ctl_scrub *sc = opaque;
+
+	g_string_append_printf(sc->bad, "bad %s %llu %llu %s\n",
+			       bad->volume[0] ? bad->volume : "-",
+			       (unsigned long long)bad->lbn,
+			       (unsigned long long)bad->pbn,
+			       bad->error == -EBADMSG ? "checksum" : "io");
+}
+
+/* scrub NODE: verify every data block of the node's container, to the
+ * end; reply: a summary line, then one line per bad block. */
+static int ctl_scrub(struct dioloop_fs *fs, int argc, char **argv,
+		     GString *reply)
+{
+	struct cow_scrub_progress res = { 0 };
+	struct dioloop_node *node;
+	struct ctl_scrub sc = { .fs = fs };
+	bool busy;
+	int ret;
+
+	if (argc != 1) {
+		g_string_append(reply, "scrub: expected one node name\n");
+		return -EINVAL;
+	}
+	ret = ctl_cow_node(fs, "scrub", argv[0], &node, reply);
+	if (ret < 0)
+		return ret;
+	sc.l = node->lock;
+	g_mutex_lock(&fs->lock);
+	busy = sc.l->scrubbing;
+	if (!busy) {
+		sc.l->scrubbing = true;
+		sc.l->scrub_done = sc.l->scrub_total = sc.l->scrub_bad = 0;
+	}
+	g_mutex_unlock(&fs->lock);
+	if (busy) {
+		g_string_append_printf(reply, "scrub: a scrub of %s is "
+				       "already running\n", node->image);
+		ctl_cow_node_put(fs, node);
+		return -EBUSY;
+	}
+	sc.bad = g_string_new(NULL);
+	g_message("%s: scrub started", node->image);
+	/* It may take long: the pool gets a thread for it meanwhile. */
+	dioloop_io_long_begin(fs);
+	ret = cow_scrub(dioloop_node_cow_backend(node->b), ctl_scrub_progress,
+			ctl_scrub_bad, &sc, &res);
+	dioloop_io_long_end(fs);
+	g_mutex_lock(&fs->lock);
+	sc.l->scrubbing = false;
+	if (ret == 0) {
+		sc.l->scrub_done = res.done;
+		sc.l->scrub_total = res.total;
+		sc.l->scrub_bad = res.bad;
+	}
+	g_mutex_unlock(&fs->lock);
+	if (ret == 0) {
+		g_message("%s: scrub: %llu blocks, %llu bad", node->image,
+			  (unsigned long long)res.done,
+			  (unsigned long long)res.bad);
+		g_string_append_printf(reply, "scrubbed %llu blocks, %llu "
+				       "bad\n", (unsigned long long)res.done,
+				       (unsigned long long)res.bad);
+		g_string_append_len(reply, sc.bad->str, (gssize)sc.bad->len);
+	} else {
+		g_string_append_printf(reply, "scrub: %s: %s\n", argv[0],
+				       g_strerror(-ret));
+	}
+	g_string_free(sc.bad, TRUE);
+	ctl_cow_node_put(fs, node);
+	return ret;
+}
+
+/* scrub-status NODE: "running DONE TOTAL BAD" or "idle". */
+static int ctl_scrub_status(struct dioloop_fs *fs, int argc, char **argv,
+			    GString *reply)
+{
+	struct dioloop_node *node;
+	struct dioloop_image_lock *l;
+	int ret;
+
+	if (argc != 1) {
+		g_string_append(reply, "scrub-status: expected one node "
+				       "name\n");
+		return -EINVAL;
+	}
+	ret = ctl_cow_node(fs, "scrub-status", argv[0], &node, reply);
+	if (ret < 0)
+		return ret;
+	l = node->lock;
+	g_mutex_lock(&fs->lock);
+	if (l->scrubbing)
+		g_string_append_printf(reply, "running %llu %llu %llu\n",
+				       (unsigned long long)l->scrub_done,
+				       (unsigned long long)l->scrub_total,
+				       (unsigned long long)l->scrub_bad);
+	else
+		g_string_append(reply, "idle\n");
+	g_mutex_unlock(&fs->lock);
+	ctl_cow_node_put(fs, node);
+	return 0;
 }
 
 /* Run one command line (control.h).  Worker thread. */
@@ -437,7 +713,26 @@ int dioloop_ctl_exec(struct dioloop_fs *fs, const char *line, GString *reply)
 		return ctl_limit(fs, argc - 1, argv + 1, reply);
 	if (!strcmp(argv[0], "fault"))
 		return ctl_fault(fs, argc - 1, argv + 1, reply);
-	g_string_append_printf(reply, "unknown command '%s' (limit, fault)\n",
-			       argv[0]);
+	if (!strcmp(argv[0], "snapshot") || !strcmp(argv[0], "clone"))
+		return ctl_snapshot(fs, argc - 1, argv + 1,
+				    !strcmp(argv[0], "clone"), reply);
+	if (!strcmp(argv[0], "delete-volume"))
+		return ctl_delete_volume(fs, argc - 1, argv + 1, reply);
+	if (!strcmp(argv[0], "scrub"))
+		return ctl_scrub(fs, argc - 1, argv + 1, reply);
+	if (!strcmp(argv[0], "migrate"))
+		return dioloop_ctl_migrate(fs, argc - 1, argv + 1, reply);
+	if (!strcmp(argv[0], "migrate-status"))
+		return dioloop_ctl_migrate_status(fs, argc - 1, argv + 1,
+						  reply);
+	if (!strcmp(argv[0], "migrate-cancel"))
+		return dioloop_ctl_migrate_cancel(fs, argc - 1, argv + 1,
+						  reply);
+	if (!strcmp(argv[0], "scrub-status"))
+		return ctl_scrub_status(fs, argc - 1, argv + 1, reply);
+	g_string_append_printf(reply, "unknown command '%s' (limit, fault, "
+			       "snapshot, clone, delete-volume, scrub, "
+			       "scrub-status, migrate, migrate-status, "
+			       "migrate-cancel)\n", argv[0]);
 	return -EINVAL;
 }

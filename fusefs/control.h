@@ -18,6 +18,28 @@
  *   fault NODE [RULE...|off]      add a fault rule (spec.h) to a node, or
  *                                 clear them; reply: its rules and counts
  *
+ * cow images (volumes.c: node IMAGE is the default volume, IMAGE@NAME
+ * another one); on any other node these fail with EOPNOTSUPP:
+ *   snapshot NODE NAME            freeze NODE (its I/O drained: every
+ *                                 write acknowledged before is in) as the
+ *                                 read-only volume NAME of its image;
+ *                                 reply: the new node, IMAGE@NAME
+ *   clone NODE NAME               the same, writable
+ *   delete-volume IMAGE@NAME      close the node and delete the volume,
+ *                                 freeing what no other volume shares
+ *                                 (EBUSY while the node is open, has I/O
+ *                                 in flight or a command on it; the
+ *                                 default volume cannot be deleted);
+ *                                 reply: "deleted IMAGE@NAME"
+ *   scrub NODE                    verify every data block of every volume
+ *                                 of NODE's image, to the end (EBUSY if
+ *                                 one runs); reply: "scrubbed DONE
+ *                                 blocks, BAD bad", then per bad block
+ *                                 "bad VOLUME LBN PBN checksum|io"
+ *                                 (VOLUME "-": the default volume)
+ *   scrub-status NODE             "running DONE TOTAL BAD" or "idle"
+ * stats.json shows a cow node's image, volume and its image's scrub.
+ *
  * dioloop limit, dioloop fault and dioloop stats are the command-line
  * front ends.  Modes: the directory 0755, stats.json 0444, ctl 0600, all
  * owned by the user who mounted (with allow_other, the kernel checks

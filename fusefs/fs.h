@@ -61,28 +61,50 @@ struct dioloop_mount_fault {
 	struct fault_rule rule;
 };
 
-/* An image's OFD lock, shared by the nodes that serve the same file (a
- * symlink alias and its target). */
+/* An image's OFD lock and its container-wide state, shared by the nodes
+ * that serve the same file (a symlink alias and its target, the volumes
+ * of a cow image). */
 struct dioloop_image_lock {
 	char *key;			/* "dev:ino" */
 	int fd;				/* holds the lock */
 	unsigned int refs;		/* by fs->lock */
+	/* cow: the scrub running over the container, by fs->lock */
+	bool scrubbing;
+	uint64_t scrub_done, scrub_total, scrub_bad;
 };
+
+/*
+ * A node serves one image, or one volume of a cow image: node IMAGE is
+ * the image's default volume, IMAGE@VOLUME another volume (volumes.c).
+ */
+struct dioloop_migration;
 
 struct dioloop_node {
 	fuse_ino_t ino;
-	char *name;			/* file name in the source directory */
-	struct backend *b;		/* the fault layer (fault.h) over the
-					 * image's backend; open while the
-					 * node exists */
-	bool readonly;			/* image or mount read-only */
+	char *name;			/* node name: IMAGE or IMAGE@VOLUME */
+	char *image;			/* file name in the source directory */
+	char *volume;			/* cow volume; NULL: the default one */
+	/* The fault layer (fault.h) over the image's backend; open while
+	 * the node exists, except after delete-volume closed it (NULL).
+	 * File handles and the read/write path use it without b_lock (a
+	 * node with file handles is never closed); anyone else holds b_lock
+	 * for reading (dioloop_node_backend_get). */
+	struct backend *b;
+	GRWLock b_lock;
+	bool cow;			/* a cow image's volume */
+	bool readonly;			/* image or mount read-only, or a
+					 * snapshot */
 	struct dioloop_image_lock *lock;	/* the image's, shared */
 	struct dioloop_throttle throttle;	/* its own lock: the group's */
 	struct dioloop_node_stats stats;	/* atomics */
 	/* protected by fs->lock: */
 	uint64_t nlookup;		/* kernel references */
 	unsigned int open_count;	/* file handles */
+	unsigned int ctl_users;		/* control commands using b */
 	bool gone;			/* image left the source directory */
+	bool deleted;			/* its volume was deleted: b closed */
+	/* The node's last live migration (fusefs/migrate.h), or NULL. */
+	struct dioloop_migration *_Atomic migration;
 	/* draining for resize, protected by io_lock: */
 	GMutex io_lock;
 	GCond io_cond;
@@ -90,15 +112,24 @@ struct dioloop_node {
 	bool draining;
 };
 
+struct dioloop_remote;
+
 struct dioloop_fs {
 	struct fuse_session *se;
-	char *source;			/* absolute, resolved */
+	char *source;			/* absolute, resolved; a remote source:
+					 * its URL without options */
 	char *mountpoint;
-	int source_fd;			/* O_DIRECTORY of source */
+	int source_fd;			/* O_DIRECTORY of source; -1 remote */
+	/* An nfs:// source (remote.h): images listed and opened through the
+	 * server, no local image locks; NULL for a local directory. */
+	struct dioloop_remote *remote;
 	struct dioloop_mount_opts opts;
 	struct dioloop_page_pool *pool;
 	struct dioloop_aio *aio;
 	GThreadPool *workers;		/* blocking ops */
+	GMutex workers_lock;		/* long_jobs and the pool's size */
+	unsigned int worker_threads;	/* the pool's size for short ops */
+	unsigned int long_jobs;		/* long control jobs (scrub) running */
 
 	GMutex lock;			/* the node table */
 	GHashTable *by_name;		/* char * -> node */
@@ -140,8 +171,9 @@ void dioloop_root_stat(struct dioloop_fs *fs, struct stat *st);
 bool dioloop_is_image_name(const char *name);
 /* True if the source entry name resolves to a path inside the source. */
 bool dioloop_resolves_inside(struct dioloop_fs *fs, const char *name);
-/* Open/close file-handle accounting. */
-void dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node);
+/* Open/close file-handle accounting: open is -ENOENT for a node whose
+ * volume was deleted. */
+int dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node);
 void dioloop_node_release(struct dioloop_fs *fs, struct dioloop_node *node);
 /* Wait until no node has I/O in flight (shutdown). */
 void dioloop_fs_drain_all(struct dioloop_fs *fs);
@@ -165,6 +197,36 @@ void dioloop_fs_nodes_unref(struct dioloop_fs *fs, GPtrArray *nodes);
 struct dioloop_limit_update;
 int dioloop_fs_set_limits(struct dioloop_fs *fs, struct dioloop_node *node,
 			  const struct dioloop_limit_update *u);
+
+/* The node's backend for a user without a file handle (stat, stats,
+ * control commands), held until dioloop_node_backend_put; NULL when its
+ * volume was deleted (then no put). */
+struct backend *dioloop_node_backend_get(struct dioloop_node *node);
+void dioloop_node_backend_put(struct dioloop_node *node);
+/* A control command starts/stops using the node's backend for long (a
+ * snapshot, a scrub): -ENOENT if deleted; delete-volume says EBUSY
+ * meanwhile. */
+int dioloop_node_ctl_begin(struct dioloop_fs *fs, struct dioloop_node *node);
+void dioloop_node_ctl_end(struct dioloop_fs *fs, struct dioloop_node *node);
+/* Close the backend of a volume node (not the default volume) so that
+ * its volume can be deleted, and take the node out of the table: 0 or
+ * -EBUSY (file handles, I/O in flight, a control command on it). */
+int dioloop_node_close_volume(struct dioloop_fs *fs, struct dioloop_node *node);
+
+/* volumes.c: cow volumes as nodes IMAGE@VOLUME. */
+/* Split a node name IMAGE@VOLUME at its last '@': false when name has no
+ * such form (no '@', or an empty or bad part). */
+bool dioloop_volume_split(const char *name, char **image, char **volume);
+/* The volumes of a cow image (GArray of struct cow_volume_info, free
+ * with g_array_unref): 0, -EOPNOTSUPP (not a cow image) or -errno.
+ * Worker or FUSE thread (may open the image). */
+int dioloop_volumes_list(struct dioloop_fs *fs, const char *image,
+			 GArray **out);
+/* Append IMAGE@VOLUME for every named volume of the cow images in names
+ * (which holds image names) that is not already in names. */
+void dioloop_volumes_add_names(struct dioloop_fs *fs, GPtrArray *names);
+/* The cow backend under a node's fault layer (b: the node's). */
+struct backend *dioloop_node_cow_backend(struct backend *b);
 
 /* I/O admission: hold off while a resize drains the node. */
 void dioloop_node_io_begin(struct dioloop_node *node);
@@ -196,5 +258,10 @@ void dioloop_io_stop(struct dioloop_fs *fs);
 /* Run fn(arg) on the worker pool (for control work that may block). */
 void dioloop_io_call(struct dioloop_fs *fs, void (*fn)(void *arg),
 		     void *arg);
+/* A job on the worker pool that may run for long (a scrub) begins/ends:
+ * the pool grows by one thread meanwhile, so that the other blocking
+ * ops and control commands keep their threads.  Worker thread. */
+void dioloop_io_long_begin(struct dioloop_fs *fs);
+void dioloop_io_long_end(struct dioloop_fs *fs);
 
 #endif

@@ -21,6 +21,7 @@
 
 #include "backends/aio.h"
 #include "fusefs/fs.h"
+#include "fusefs/migrate.h"
 
 #define container_of(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))
@@ -140,6 +141,7 @@ static void dioloop_write_done(struct kiocb *iocb, ssize_t res)
 		dioloop_fs_log_error(io->fs, io->node, "write", (int)res);
 		fuse_reply_err(io->req, (int)-res);
 	} else {
+		dioloop_node_changed(io->node, io->iocb.ki_pos, (uint64_t)res);
 		fuse_reply_write(io->req, (size_t)res);
 	}
 	dioloop_io_free(io);
@@ -310,6 +312,8 @@ static int dioloop_fallocate(struct dioloop_node *node, int mode, uint64_t off,
 	if (end > (uint64_t)size && !keep) {
 		if (!(node->b->flags & BACKEND_OPEN_GROWABLE))
 			return -ENOSPC;
+		if (dioloop_node_migrating(node))
+			return -EBUSY;
 		dioloop_node_drain_begin(node);
 		ret = backend_resize(node->b, end);
 		dioloop_node_drain_end(node);
@@ -325,9 +329,14 @@ static int dioloop_fallocate(struct dioloop_node *node, int mode, uint64_t off,
 		/* One write op, no bytes: nothing goes through us. */
 		dioloop_throttle_wait(&node->throttle, DIOLOOP_WRITE, 0);
 	if (mode == FALLOC_FL_PUNCH_HOLE)
-		return backend_discard(node->b, off, len);
-	if (mode == FALLOC_FL_ZERO_RANGE)
-		return backend_write_zeroes(node->b, off, len);
+		ret = backend_discard(node->b, off, len);
+	else if (mode == FALLOC_FL_ZERO_RANGE)
+		ret = backend_write_zeroes(node->b, off, len);
+	else
+		return 0;
+	if (ret == 0)
+		dioloop_node_changed(node, off, len);
+	return ret;
 	return 0;
 }
 
@@ -362,8 +371,9 @@ static int dioloop_lseek(struct dioloop_node *node, int whence, uint64_t off,
 	return 0;
 }
 
-/* copy_file_range: the backend's clone when it has one, else a copy
- * through a buffer.  Bytes copied or -errno. */
+/* copy_file_range: the backend's clone when it has one (it may share
+ * only whole blocks), the rest a copy through a buffer.  Bytes copied or
+ * -errno. */
 static ssize_t dioloop_copy(struct dioloop_node *in, uint64_t off_in,
 			    struct dioloop_node *out, uint64_t off_out,
 			    uint64_t len)
@@ -388,8 +398,15 @@ static ssize_t dioloop_copy(struct dioloop_node *in, uint64_t off_in,
 	    len <= (uint64_t)size_out - off_out) {
 		dioloop_throttle_wait(&out->throttle, DIOLOOP_WRITE, 0);
 		ret = backend_clone_range(in->b, off_in, out->b, off_out, len);
-		if (ret != -EOPNOTSUPP && ret != -EXDEV)
+		if (ret < 0 && ret != -EOPNOTSUPP && ret != -EXDEV)
 			return ret;
+		/* A clone may stop short (cow: whole blocks only): the
+		 * rest is copied. */
+		if (ret > 0)
+			done = (uint64_t)MIN((uint64_t)ret, len);
+		dioloop_node_changed(out, off_out, done);
+		if (done == len)
+			return (ssize_t)done;
 	}
 	buf = g_malloc(DIOLOOP_MAX_WRITE);
 	while (done < len) {
@@ -405,6 +422,7 @@ static ssize_t dioloop_copy(struct dioloop_node *in, uint64_t off_in,
 		ret = backend_pwrite(out->b, buf, (size_t)ret, off_out + done);
 		if (ret <= 0)
 			break;
+		dioloop_node_changed(out, off_out + done, (uint64_t)ret);
 		done += (uint64_t)ret;
 	}
 	g_free(buf);
@@ -462,6 +480,8 @@ static void dioloop_work_run(gpointer data, gpointer user)
 		ret = -EPERM;
 		if (w->node->readonly)
 			ret = -EROFS;
+		else if (dioloop_node_migrating(w->node))
+			ret = -EBUSY;
 		else if (w->node->b->flags & BACKEND_OPEN_GROWABLE) {
 			dioloop_node_drain_begin(w->node);
 			ret = backend_resize(w->node->b, (uint64_t)w->off);
@@ -565,13 +585,35 @@ void dioloop_do_truncate(fuse_req_t req, struct dioloop_node *node,
 	dioloop_queue_work(w);
 }
 
+void dioloop_io_long_begin(struct dioloop_fs *fs)
+{
+	g_mutex_lock(&fs->workers_lock);
+	fs->long_jobs++;
+	g_thread_pool_set_max_threads(fs->workers,
+				      (gint)(fs->worker_threads + fs->long_jobs),
+				      NULL);
+	g_mutex_unlock(&fs->workers_lock);
+}
+
+void dioloop_io_long_end(struct dioloop_fs *fs)
+{
+	g_mutex_lock(&fs->workers_lock);
+	fs->long_jobs--;
+	g_thread_pool_set_max_threads(fs->workers,
+				      (gint)(fs->worker_threads + fs->long_jobs),
+				      NULL);
+	g_mutex_unlock(&fs->workers_lock);
+}
+
 int dioloop_io_start(struct dioloop_fs *fs)
 {
 	GError *err = NULL;
 
+	g_mutex_init(&fs->workers_lock);
+	fs->worker_threads = MAX(4u, fs->opts.threads);
+	fs->long_jobs = 0;
 	fs->workers = g_thread_pool_new(dioloop_work_run, fs,
-					(gint)MAX(4u, fs->opts.threads), FALSE,
-					&err);
+					(gint)fs->worker_threads, FALSE, &err);
 	if (!fs->workers) {
 		g_warning("worker threads: %s", err->message);
 		g_error_free(err);
@@ -582,7 +624,9 @@ int dioloop_io_start(struct dioloop_fs *fs)
 
 void dioloop_io_stop(struct dioloop_fs *fs)
 {
-	if (fs->workers)
-		g_thread_pool_free(fs->workers, FALSE, TRUE);
+	if (!fs->workers)
+		return;
+	g_thread_pool_free(fs->workers, FALSE, TRUE);
 	fs->workers = NULL;
+	g_mutex_clear(&fs->workers_lock);
 }

@@ -23,10 +23,16 @@ static const struct command commands[] = {
 	{ "mount", "serve a directory of images as block nodes", dioloop_cmd_mount },
 	{ "umount", "flush, detach loop devices and unmount", dioloop_cmd_umount },
 	{ "create", "create an image", dioloop_cmd_create },
-	{ "info", "show an image's format, size and allocation", dioloop_cmd_info },
+	{ "info", "show an image's format, size, allocation and volumes", dioloop_cmd_info },
+	{ "check", "verify a cow image's metadata", dioloop_cmd_check },
+	{ "scrub", "verify every data checksum of a cow image", dioloop_cmd_scrub },
+	{ "snapshot", "take (or delete) a snapshot of a cow image", dioloop_cmd_snapshot },
+	{ "clone", "make a writable clone of a cow image or snapshot", dioloop_cmd_clone },
+	{ "convert", "copy an image into a new one, raw or cow", dioloop_cmd_convert },
 	{ "limit", "show or change I/O limits of a mount or a node", dioloop_cmd_limit },
 	{ "fault", "inject errors and latency into a node, or stop", dioloop_cmd_fault },
 	{ "stats", "show a mount's statistics", dioloop_cmd_stats },
+	{ "migrate", "move a mounted node to another image while in use", dioloop_cmd_migrate },
 };
 
 /*
@@ -53,6 +59,24 @@ void dioloop_err(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+/* Log handler of dioloop_cli_logs: one "dioloop: CMD: message" line. */
+static void cli_log(const char *domain, GLogLevelFlags level,
+		    const char *msg, gpointer cmd)
+{
+	if (level & (G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG)) {
+		const char *dbg = g_getenv("G_MESSAGES_DEBUG");
+
+		if (!dbg || !dbg[0])
+			return;
+	}
+	dioloop_err("%s: %s", (const char *)cmd, msg);
+}
+
+void dioloop_cli_logs(const char *cmd)
+{
+	g_log_set_default_handler(cli_log, (gpointer)cmd);
 }
 
 bool dioloop_parse_args(const char *cmd, const char *params,

@@ -12,8 +12,11 @@
 #include <unistd.h>
 
 #include "backends/aio.h"
+#include "backends/cow/cow.h"
 #include "fusefs/fs.h"
 #include "fusefs/imagelock.h"
+#include "fusefs/remote.h"
+#include "fusefs/migrate.h"
 #include "fusefs/spec.h"
 
 #define DIOLOOP_LOG_INTERVAL_US (10 * G_USEC_PER_SEC)
@@ -47,8 +50,22 @@ static int dioloop_check_image(struct dioloop_fs *fs, const char *name,
 
 	if (!dioloop_is_image_name(name))
 		return -ENOENT;
-	if (fstatat(fs->source_fd, name, &lst, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
+	if (fs->remote) {
+		/* The server lists regular files only: no symlinks. */
+		memset(st, 0, sizeof(*st));
+		return dioloop_remote_has(fs->remote, name) ? 0 : -ENOENT;
+	}
+	if (fstatat(fs->source_fd, name, &lst, AT_SYMLINK_NOFOLLOW) < 0) {
+		int err = -errno;
+		g_autofree char *redirect = NULL;
+
+		/* Migrated with remove_source: the redirect is the image. */
+		if (err == -ENOENT &&
+		    (redirect = dioloop_redirect_read(fs, name)) &&
+		    g_path_is_absolute(redirect) && stat(redirect, st) == 0)
+			return S_ISREG(st->st_mode) ? 0 : -ENOENT;
+		return err;
+	}
 	if (S_ISLNK(lst.st_mode) && !dioloop_resolves_inside(fs, name)) {
 		dioloop_fs_log_error(fs, NULL, name, -EACCES);
 		return -EACCES;
@@ -135,23 +152,33 @@ static void dioloop_image_lock_put(struct dioloop_fs *fs,
 	g_free(l);
 }
 
+/* Flush and close a node's backend. */
+static void dioloop_node_close_backend(struct dioloop_node *node,
+				       struct backend *b)
+{
+	int ret = backend_flush(b);
+
+	if (ret < 0)
+		g_warning("%s: flush at close: %s", node->name,
+			  g_strerror(-ret));
+	backend_close(b);
+}
+
 static void dioloop_node_free(struct dioloop_fs *fs, struct dioloop_node *node)
 {
-	if (node->b) {
-		int ret = backend_flush(node->b);
-
-		if (ret < 0)
-			g_warning("%s: flush at close: %s", node->name,
-				  g_strerror(-ret));
-		backend_close(node->b);
-	}
+	dioloop_node_migration_free(node);
+	if (node->b)
+		dioloop_node_close_backend(node, node->b);
 	/* Closed: now another daemon may have the image. */
 	if (node->lock)
 		dioloop_image_lock_put(fs, node->lock);
 	dioloop_throttle_destroy(&node->throttle);
 	g_mutex_clear(&node->io_lock);
 	g_cond_clear(&node->io_cond);
+	g_rw_lock_clear(&node->b_lock);
 	g_free(node->name);
+	g_free(node->image);
+	g_free(node->volume);
 	g_free(node);
 }
 
@@ -174,50 +201,96 @@ static void dioloop_apply_mount_faults(struct dioloop_fs *fs, const char *name,
 	}
 }
 
+/* What a node opens: an image file, or a volume of a cow image. */
+struct dioloop_node_src {
+	const char *name;		/* the node's name */
+	const char *image;		/* the file in the source directory */
+	const char *volume;		/* NULL: the image's default volume */
+	bool snapshot;			/* a read-only volume */
+	struct stat st;			/* the image's */
+};
+
 /*
- * Lock the image and open it: the image's backend, read-write unless the
- * mount or the image is read-only, with the fault layer on top (it
- * passes everything through until a rule is added).
+ * Lock the image and open it: its backend by magic (raw or cow; a
+ * volume: cow), read-write unless the mount or the image is read-only
+ * or the volume is a snapshot, with the fault layer on top (it passes
+ * everything through until a rule is added).
  */
-static int dioloop_open_backend(struct dioloop_fs *fs, const char *name,
-				const struct stat *img, struct backend **b,
-				bool *readonly, struct dioloop_image_lock **lock)
+static int dioloop_open_backend(struct dioloop_fs *fs,
+				const struct dioloop_node_src *src,
+				struct backend **b, bool *readonly, bool *cow,
+				struct dioloop_image_lock **lock)
 {
-	g_autofree char *path = g_build_filename(fs->source, name, NULL);
-	struct backend_open_args args = { .path = path, .aio = fs->aio };
+	/* A remote image: its URL (no migration redirects there). */
+	g_autofree char *redirect = src->volume || fs->remote ? NULL :
+				    dioloop_redirect_read(fs, src->image);
+	g_autofree char *path = fs->remote ?
+		dioloop_remote_image_url(fs->remote, src->image) :
+		redirect ? g_strdup(redirect) :
+		g_build_filename(fs->source, src->image, NULL);
+	struct backend_open_args args = { .path = path, .aio = fs->aio,
+					  .volume = src->volume };
 	struct backend *image = NULL;
+	const char *type;
 	int ret;
 
-	/* The image's mode decides, for root too: a 0444 image is a
-	 * read-only disk, as the node's mode shows. */
-	*readonly = fs->opts.readonly || !(img->st_mode & 0222) ||
-		    faccessat(fs->source_fd, name, W_OK, AT_EACCESS) < 0;
-	/* Before opening: opening may write (recovering an extension). */
-	ret = dioloop_image_lock_get(fs, name, img, readonly, lock);
-	if (ret < 0)
-		return ret;
+	*lock = NULL;
+	if (fs->remote) {
+		/* The server's permissions decide (the open below falls back
+		 * to read-only on EACCES); a local lock cannot see other
+		 * machines. */
+		*readonly = fs->opts.readonly;
+	} else {
+		/* The image's mode decides, for root too: a 0444 image is a
+		 * read-only disk, as the node's mode shows. */
+		*readonly = fs->opts.readonly || !(src->st.st_mode & 0222) ||
+			    faccessat(fs->source_fd, src->image, W_OK,
+				      AT_EACCESS) < 0;
+		/* Before opening: opening may write (recovering an
+		 * extension).  The volumes of one image share its lock
+		 * (same dev:ino). */
+		ret = dioloop_image_lock_get(fs, redirect &&
+					     g_path_is_absolute(redirect) &&
+					     faccessat(fs->source_fd, src->image,
+						       F_OK,
+						       AT_SYMLINK_NOFOLLOW) < 0 ?
+					     redirect : src->image,
+					     &src->st, readonly, lock);
+		if (ret < 0)
+			return ret;
+	}
+	type = src->volume ? "cow" : backend_probe(path);
+	*cow = !strcmp(type, "cow");
 	args.flags = (*readonly ? BACKEND_OPEN_RDONLY : 0) |
 		     (fs->opts.growable ? BACKEND_OPEN_GROWABLE : 0) |
 		     (fs->opts.sync ? BACKEND_OPEN_SYNC : 0);
-	ret = backend_open("raw", &args, &image);
+	/* A snapshot on a writable image: the node is read-only, the
+	 * container stays writable for the other volumes. */
+	if (src->snapshot && !*readonly)
+		args.flags |= BACKEND_OPEN_RDONLY | BACKEND_OPEN_CONTAINER_RW;
+	ret = backend_open(type, &args, &image);
 	if ((ret == -EACCES || ret == -EROFS || ret == -EPERM) && !*readonly) {
 		*readonly = true;
+		args.flags &= ~(unsigned int)BACKEND_OPEN_CONTAINER_RW;
 		args.flags |= BACKEND_OPEN_RDONLY;
-		ret = backend_open("raw", &args, &image);
+		ret = backend_open(type, &args, &image);
 	}
 	if (ret < 0)
 		goto out_put_lock;
+	if (src->snapshot || (image->flags & BACKEND_OPEN_RDONLY))
+		*readonly = true;
 	args.inner = image;
 	ret = backend_open("fault", &args, b);
 	if (ret < 0) {
 		backend_close(image);
 		goto out_put_lock;
 	}
-	dioloop_apply_mount_faults(fs, name, *b);
+	dioloop_apply_mount_faults(fs, src->name, *b);
 	return 0;
 
 out_put_lock:
-	dioloop_image_lock_put(fs, *lock);
+	if (*lock)
+		dioloop_image_lock_put(fs, *lock);
 	*lock = NULL;
 	return ret;
 }
@@ -243,17 +316,103 @@ static struct dioloop_node *dioloop_node_unused(struct dioloop_fs *fs,
 	return node;
 }
 
+/*
+ * Resolve a node name: an image file (volume NULL), or IMAGE@VOLUME for a
+ * volume of the cow image IMAGE when no file has that name.  0 (src
+ * filled, g_free *image and *volume) or -errno.
+ */
+static int dioloop_node_resolve(struct dioloop_fs *fs, const char *name,
+				struct dioloop_node_src *src, char **image,
+				char **volume)
+{
+	int ret = dioloop_check_image(fs, name, &src->st);
+
+	*image = NULL;
+	*volume = NULL;
+	src->name = name;
+	src->image = name;
+	src->volume = NULL;
+	src->snapshot = false;
+	/* Remote images are raw: no volumes. */
+	if (ret != -ENOENT || fs->remote ||
+	    !dioloop_volume_split(name, image, volume))
+		return ret;
+	ret = dioloop_check_image(fs, *image, &src->st);
+	if (ret < 0) {
+		g_clear_pointer(image, g_free);
+		g_clear_pointer(volume, g_free);
+		return ret;
+	}
+	src->image = *image;
+	src->volume = *volume;
+	return 0;
+}
+
+/* Whether the volume src names exists (and is a snapshot): 0 or -ENOENT
+ * (the image is not cow, or has no such volume). */
+static int dioloop_volume_check(struct dioloop_fs *fs,
+				struct dioloop_node_src *src)
+{
+	GArray *vols = NULL;
+	int ret = dioloop_volumes_list(fs, src->image, &vols);
+	guint i;
+
+	if (ret < 0)
+		return ret == -EOPNOTSUPP ? -ENOENT : ret;
+	ret = -ENOENT;
+	for (i = 0; i < vols->len; i++) {
+		struct cow_volume_info *v =
+			&g_array_index(vols, struct cow_volume_info, i);
+
+		if (!strcmp(v->name, src->volume)) {
+			src->snapshot = v->snapshot;
+			ret = 0;
+			break;
+		}
+	}
+	g_array_unref(vols);
+	return ret;
+}
+
+/* A new node for src over backend b (one lookup); fs->lock held. */
+static struct dioloop_node *dioloop_node_new(struct dioloop_fs *fs,
+					     const struct dioloop_node_src *src,
+					     struct backend *b, bool readonly,
+					     bool cow,
+					     struct dioloop_image_lock *lock)
+{
+	struct dioloop_node *node = g_new0(struct dioloop_node, 1);
+
+	node->ino = fs->next_ino++;
+	node->name = g_strdup(src->name);
+	node->image = g_strdup(src->image);
+	node->volume = g_strdup(src->volume);
+	node->b = b;
+	node->cow = cow;
+	node->readonly = readonly;
+	node->lock = lock;
+	node->nlookup = 1;
+	g_rw_lock_init(&node->b_lock);
+	dioloop_throttle_init(&node->throttle, &fs->throttle, &fs->limits);
+	g_mutex_init(&node->io_lock);
+	g_cond_init(&node->io_cond);
+	g_hash_table_insert(fs->by_name, node->name, node);
+	g_hash_table_insert(fs->by_ino, GUINT_TO_POINTER(node->ino), node);
+	return node;
+}
+
 int dioloop_node_lookup(struct dioloop_fs *fs, const char *name,
 			struct dioloop_node **out)
 {
+	g_autofree char *image = NULL, *volume = NULL;
 	struct dioloop_node *node, *drop = NULL;
 	struct dioloop_image_lock *lock = NULL;
+	struct dioloop_node_src src;
 	struct backend *b = NULL;
-	bool readonly = false;
-	struct stat st;
+	bool readonly = false, cow = false;
 	int ret;
 
-	ret = dioloop_check_image(fs, name, &st);
+	ret = dioloop_node_resolve(fs, name, &src, &image, &volume);
 	g_mutex_lock(&fs->lock);
 	node = g_hash_table_lookup(fs->by_name, name);
 	if (ret < 0) {
@@ -274,8 +433,13 @@ int dioloop_node_lookup(struct dioloop_fs *fs, const char *name,
 	}
 	g_mutex_unlock(&fs->lock);
 
+	if (src.volume) {
+		ret = dioloop_volume_check(fs, &src);
+		if (ret < 0)
+			return ret;
+	}
 	/* Opening may recover a crashed extension: not under the lock. */
-	ret = dioloop_open_backend(fs, name, &st, &b, &readonly, &lock);
+	ret = dioloop_open_backend(fs, &src, &b, &readonly, &cow, &lock);
 	if (ret < 0) {
 		if (ret != -EBUSY)	/* logged with its holder */
 			dioloop_fs_log_error(fs, NULL, name, ret);
@@ -288,22 +452,12 @@ int dioloop_node_lookup(struct dioloop_fs *fs, const char *name,
 		node->nlookup++;
 		g_mutex_unlock(&fs->lock);
 		backend_close(b);
-		dioloop_image_lock_put(fs, lock);
+		if (lock)
+			dioloop_image_lock_put(fs, lock);
 		*out = node;
 		return 0;
 	}
-	node = g_new0(struct dioloop_node, 1);
-	node->ino = fs->next_ino++;
-	node->name = g_strdup(name);
-	node->b = b;
-	node->readonly = readonly;
-	node->lock = lock;
-	node->nlookup = 1;
-	dioloop_throttle_init(&node->throttle, &fs->throttle, &fs->limits);
-	g_mutex_init(&node->io_lock);
-	g_cond_init(&node->io_cond);
-	g_hash_table_insert(fs->by_name, node->name, node);
-	g_hash_table_insert(fs->by_ino, GUINT_TO_POINTER(node->ino), node);
+	node = dioloop_node_new(fs, &src, b, readonly, cow, lock);
 	g_mutex_unlock(&fs->lock);
 	*out = node;
 	return 0;
@@ -334,11 +488,17 @@ void dioloop_node_forget(struct dioloop_fs *fs, fuse_ino_t ino, uint64_t n)
 		dioloop_node_free(fs, drop);
 }
 
-void dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node)
+int dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node)
 {
+	int ret = 0;
+
 	g_mutex_lock(&fs->lock);
-	node->open_count++;
+	if (node->deleted)
+		ret = -ENOENT;
+	else
+		node->open_count++;
 	g_mutex_unlock(&fs->lock);
+	return ret;
 }
 
 void dioloop_node_release(struct dioloop_fs *fs, struct dioloop_node *node)
@@ -357,14 +517,30 @@ int dioloop_node_stat(struct dioloop_fs *fs, struct dioloop_node *node,
 		      struct stat *st)
 {
 	struct backend_info info;
+	struct backend *b;
 	struct stat img;
 	int ret;
 
-	ret = backend_info(node->b, &info);
+	b = dioloop_node_backend_get(node);
+	if (!b)
+		return -ENOENT;
+	if (fs->remote) {
+		/* The size the backend keeps: a GETATTR per stat would make
+		 * every stat wait for the server (the timeout, when it is
+		 * gone); the allocation is not known then. */
+		int64_t size = backend_get_size(b);
+
+		ret = size < 0 ? (int)size : 0;
+		info.size = size < 0 ? 0 : (uint64_t)size;
+		info.allocated = info.size;
+	} else {
+		ret = backend_info(b, &info);
+	}
+	dioloop_node_backend_put(node);
 	if (ret < 0)
 		return ret;
 	memset(st, 0, sizeof(*st));
-	if (fstatat(fs->source_fd, node->name, &img, 0) == 0) {
+	if (!fs->remote && fstatat(fs->source_fd, node->image, &img, 0) == 0) {
 		st->st_mode = img.st_mode & 07777;
 		st->st_uid = img.st_uid;
 		st->st_gid = img.st_gid;
@@ -437,6 +613,66 @@ void dioloop_fs_log_error(struct dioloop_fs *fs, struct dioloop_node *node,
 			  "directory", kind);
 	else
 		g_warning("%s: %s", kind, g_strerror(-err));
+}
+
+struct backend *dioloop_node_backend_get(struct dioloop_node *node)
+{
+	g_rw_lock_reader_lock(&node->b_lock);
+	if (node->b)
+		return node->b;
+	g_rw_lock_reader_unlock(&node->b_lock);
+	return NULL;
+}
+
+void dioloop_node_backend_put(struct dioloop_node *node)
+{
+	g_rw_lock_reader_unlock(&node->b_lock);
+}
+
+int dioloop_node_ctl_begin(struct dioloop_fs *fs, struct dioloop_node *node)
+{
+	int ret = 0;
+
+	g_mutex_lock(&fs->lock);
+	if (node->deleted)
+		ret = -ENOENT;
+	else
+		node->ctl_users++;
+	g_mutex_unlock(&fs->lock);
+	return ret;
+}
+
+void dioloop_node_ctl_end(struct dioloop_fs *fs, struct dioloop_node *node)
+{
+	g_mutex_lock(&fs->lock);
+	node->ctl_users--;
+	g_mutex_unlock(&fs->lock);
+}
+
+int dioloop_node_close_volume(struct dioloop_fs *fs, struct dioloop_node *node)
+{
+	struct backend *b;
+	bool busy;
+
+	g_mutex_lock(&fs->lock);
+	g_mutex_lock(&node->io_lock);
+	busy = node->in_flight || node->draining;
+	g_mutex_unlock(&node->io_lock);
+	if (busy || node->open_count || node->ctl_users || !node->volume) {
+		g_mutex_unlock(&fs->lock);
+		return -EBUSY;
+	}
+	/* No file handle: no I/O can start; no new handle from here. */
+	node->deleted = true;
+	dioloop_node_mark_gone(fs, node);
+	g_mutex_unlock(&fs->lock);
+	g_rw_lock_writer_lock(&node->b_lock);
+	b = node->b;
+	node->b = NULL;
+	g_rw_lock_writer_unlock(&node->b_lock);
+	if (b)
+		dioloop_node_close_backend(node, b);
+	return 0;
 }
 
 void dioloop_node_io_begin(struct dioloop_node *node)
@@ -522,12 +758,11 @@ void dioloop_fs_nodes_unref(struct dioloop_fs *fs, GPtrArray *nodes)
 	g_ptr_array_free(nodes, TRUE);
 }
 
-void dioloop_fs_open_all(struct dioloop_fs *fs)
+/* Add the image names of the local source directory to names. */
+static int dioloop_fs_list_source(struct dioloop_fs *fs, GPtrArray *names)
 {
-	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
 	struct dirent *de;
 	DIR *dir;
-	guint i;
 	int fd;
 
 	fd = openat(fs->source_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -535,12 +770,24 @@ void dioloop_fs_open_all(struct dioloop_fs *fs)
 	if (!dir) {
 		if (fd >= 0)
 			close(fd);
-		return;
+		return -errno;
 	}
 	while ((de = readdir(dir)))
 		if (dioloop_is_image_name(de->d_name))
 			g_ptr_array_add(names, g_strdup(de->d_name));
 	closedir(dir);
+	return 0;
+}
+
+void dioloop_fs_open_all(struct dioloop_fs *fs)
+{
+	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+	guint i;
+
+	if (fs->remote)
+		dioloop_remote_names(fs->remote, names);
+	else if (dioloop_fs_list_source(fs, names) < 0)
+		return;
 	for (i = 0; i < names->len; i++) {
 		struct dioloop_node *node;
 
@@ -604,8 +851,13 @@ void dioloop_fs_flush_all(struct dioloop_fs *fs)
 
 	for (i = 0; i < nodes->len; i++) {
 		struct dioloop_node *node = nodes->pdata[i];
-		int ret = backend_flush(node->b);
+		struct backend *b = dioloop_node_backend_get(node);
+		int ret;
 
+		if (!b)
+			continue;
+		ret = backend_flush(b);
+		dioloop_node_backend_put(node);
 		if (ret < 0)
 			dioloop_fs_log_error(fs, node, "flush", ret);
 	}
@@ -624,18 +876,30 @@ int dioloop_fs_init(struct dioloop_fs *fs, const char *source,
 	fs->source_fd = -1;
 	fs->opts = o;
 	opts = &fs->opts;
-	fs->source = realpath(source, NULL);
-	if (!fs->source)
-		return -errno;
+	if (dioloop_is_nfs_url(source)) {
+		ret = dioloop_remote_new(source, &fs->remote);
+		if (ret < 0)
+			return ret;
+		fs->source = strdup(dioloop_remote_base(fs->remote));
+	} else {
+		fs->source = realpath(source, NULL);
+	}
+	if (!fs->source) {
+		ret = -errno;
+		goto out_free;
+	}
 	fs->mountpoint = realpath(mountpoint, NULL);
 	if (!fs->mountpoint) {
 		ret = -errno;
 		goto out_free;
 	}
-	fs->source_fd = open(fs->source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fs->source_fd < 0) {
-		ret = -errno;
-		goto out_free;
+	if (!fs->remote) {
+		fs->source_fd = open(fs->source, O_RDONLY | O_DIRECTORY |
+				     O_CLOEXEC);
+		if (fs->source_fd < 0) {
+			ret = -errno;
+			goto out_free;
+		}
 	}
 	g_mutex_init(&fs->lock);
 	g_mutex_init(&fs->log_lock);
@@ -677,10 +941,12 @@ out_tables:
 	g_hash_table_destroy(fs->image_locks);
 	g_mutex_clear(&fs->lock);
 	g_mutex_clear(&fs->log_lock);
-	close(fs->source_fd);
+	if (fs->source_fd >= 0)
+		close(fs->source_fd);
 out_free:
 	free(fs->source);
 	free(fs->mountpoint);
+	dioloop_remote_free(fs->remote);
 	return ret;
 }
 
@@ -705,7 +971,9 @@ void dioloop_fs_destroy(struct dioloop_fs *fs)
 	dioloop_page_pool_free(fs->pool);
 	g_mutex_clear(&fs->lock);
 	g_mutex_clear(&fs->log_lock);
-	close(fs->source_fd);
+	if (fs->source_fd >= 0)
+		close(fs->source_fd);
 	free(fs->source);
 	free(fs->mountpoint);
+	dioloop_remote_free(fs->remote);
 }

@@ -12,8 +12,10 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "fusefs/migrate.h"
 #include "fusefs/control.h"
 #include "fusefs/fs.h"
+#include "fusefs/remote.h"
 
 #define DIOLOOP_ENTRY_TIMEOUT 1.0
 #define DIOLOOP_UNKNOWN_INO 0xffffffffu
@@ -165,11 +167,22 @@ static void dioloop_op_setattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EPERM : ENOENT);
 		return;
 	}
+	/* A volume's mode, owner and times are its image's: change them on
+	 * the image's node. */
+	if (node->volume && (to_set & ~FUSE_SET_ATTR_SIZE)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	/* A remote image's mode, owner and times are the server's. */
+	if (fs->remote && (to_set & ~FUSE_SET_ATTR_SIZE)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	if ((to_set & FUSE_SET_ATTR_MODE) &&
-	    fchmodat(fs->source_fd, node->name, attr->st_mode & 07777, 0) < 0)
+	    fchmodat(fs->source_fd, node->image, attr->st_mode & 07777, 0) < 0)
 		ret = -errno;
 	if (!ret && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
-	    fchownat(fs->source_fd, node->name,
+	    fchownat(fs->source_fd, node->image,
 		     (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1,
 		     (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1,
 		     0) < 0)
@@ -186,7 +199,7 @@ static void dioloop_op_setattr(fuse_req_t req, fuse_ino_t ino,
 			ts[1].tv_nsec = UTIME_NOW;
 		else if (to_set & FUSE_SET_ATTR_MTIME)
 			ts[1] = attr->st_mtim;
-		if (utimensat(fs->source_fd, node->name, ts, 0) < 0)
+		if (utimensat(fs->source_fd, node->image, ts, 0) < 0)
 			ret = -errno;
 	}
 	if (ret < 0) {
@@ -219,6 +232,13 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
+	if (fs->remote) {
+		names = g_ptr_array_new_with_free_func(g_free);
+		dioloop_remote_names(fs->remote, names);
+		fi->fh = (uint64_t)(uintptr_t)names;
+		fuse_reply_open(req, fi);
+		return;
+	}
 	fd = openat(fs->source_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	dir = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!dir) {
@@ -232,7 +252,16 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 	names = g_ptr_array_new_with_free_func(g_free);
 	while ((de = readdir(dir))) {
 		struct stat st, lst;
+		g_autofree char *moved = dioloop_redirected_name(de->d_name);
 
+		/* An image migrated away with remove_source: its redirect
+		 * stands for it. */
+		if (moved && dioloop_is_image_name(moved) &&
+		    fstatat(fs->source_fd, moved, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    errno == ENOENT) {
+			g_ptr_array_add(names, g_steal_pointer(&moved));
+			continue;
+		}
 		if (!dioloop_is_image_name(de->d_name) ||
 		    fstatat(fs->source_fd, de->d_name, &st, 0) < 0 ||
 		    !S_ISREG(st.st_mode))
@@ -245,6 +274,8 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 		g_ptr_array_add(names, g_strdup(de->d_name));
 	}
 	closedir(dir);
+	/* And the other volumes of cow images, as IMAGE@VOLUME. */
+	dioloop_volumes_add_names(fs, names);
 	fi->fh = (uint64_t)(uintptr_t)names;
 	fuse_reply_open(req, fi);
 }
@@ -311,7 +342,10 @@ static void dioloop_op_open(fuse_req_t req, fuse_ino_t ino,
 	fi->keep_cache = fs->opts.cache;
 	fi->noflush = 1;
 	fi->fh = (uint64_t)(uintptr_t)node;
-	dioloop_node_open(fs, node);
+	if (dioloop_node_open(fs, node) < 0) {
+		fuse_reply_err(req, ENOENT);	/* its volume was deleted */
+		return;
+	}
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		dioloop_node_release(fs, node);	/* the opener was interrupted */
 }
@@ -407,6 +441,15 @@ static void dioloop_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct dioloop_fs *fs = fs_of(req);
 	struct statvfs sv, out;
 
+	if (fs->remote) {
+		/* The server's space is not asked for: none shown. */
+		memset(&out, 0, sizeof(out));
+		out.f_bsize = DIOLOOP_BLOCK_SIZE;
+		out.f_frsize = DIOLOOP_BLOCK_SIZE;
+		out.f_namemax = 255;
+		fuse_reply_statfs(req, &out);
+		return;
+	}
 	if (fstatvfs(fs->source_fd, &sv) < 0) {
 		fuse_reply_err(req, errno);
 		return;

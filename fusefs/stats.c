@@ -204,19 +204,55 @@ static void add_engine(JsonBuilder *jb, struct backend *inner)
 	json_builder_end_object(jb);
 }
 
+/* A cow node's container: its scrub, when one runs or ran. */
+static void add_scrub(JsonBuilder *jb, struct dioloop_fs *fs,
+		      struct dioloop_node *node)
+{
+	struct dioloop_image_lock *l = node->lock;
+	uint64_t done, total, bad;
+	bool running;
+
+	g_mutex_lock(&fs->lock);
+	running = l->scrubbing;
+	done = l->scrub_done;
+	total = l->scrub_total;
+	bad = l->scrub_bad;
+	g_mutex_unlock(&fs->lock);
+	json_builder_set_member_name(jb, "scrub");
+	json_builder_begin_object(jb);
+	json_builder_set_member_name(jb, "running");
+	json_builder_add_boolean_value(jb, running);
+	add_uint(jb, "done", done);
+	add_uint(jb, "total", total);
+	add_uint(jb, "bad", bad);
+	json_builder_end_object(jb);
+}
+
 /* One node's object.  Worker thread (backend_info may block). */
-static void add_node(JsonBuilder *jb, struct dioloop_node *node)
+static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
+		     struct dioloop_node *node)
 {
 	struct dioloop_node_stats *s = &node->stats;
-	struct backend *inner = fault_backend_inner(node->b);
+	struct backend *b = dioloop_node_backend_get(node);
+	struct backend *inner;
 	struct dioloop_throttle_stats ts;
 	struct dioloop_limits limits;
 	struct backend_info info;
 	int op;
 
+	if (!b)
+		return;		/* its volume was just deleted */
+	inner = fault_backend_inner(b);
 	json_builder_set_member_name(jb, node->name);
 	json_builder_begin_object(jb);
-	if (backend_info(node->b, &info) == 0) {
+	if (node->cow) {
+		json_builder_set_member_name(jb, "image");
+		json_builder_add_string_value(jb, node->image);
+		json_builder_set_member_name(jb, "volume");
+		json_builder_add_string_value(jb, node->volume ? node->volume :
+								 "");
+	}
+	if (backend_info(b, &info) == 0) {
 		json_builder_set_member_name(jb, "format");
 		json_builder_add_string_value(jb, info.format);
 		add_uint(jb, "size", info.size);
@@ -237,8 +273,10 @@ static void add_node(JsonBuilder *jb, struct dioloop_node *node)
 	add_uint(jb, "in_flight",
 		 (uint64_t)MAX(atomic_load(&s->in_flight), (int64_t)0));
 	add_errors(jb, s);
-	add_uint(jb, "checksum_errors", ld(&node->b->checksum_errors) +
+	add_uint(jb, "checksum_errors", ld(&b->checksum_errors) +
 					 ld(&inner->checksum_errors));
+	if (node->cow)
+		add_scrub(jb, fs, node);
 
 	dioloop_throttle_get_limits(&node->throttle, &limits);
 	dioloop_throttle_get_stats(&node->throttle, &ts);
@@ -254,9 +292,10 @@ static void add_node(JsonBuilder *jb, struct dioloop_node *node)
 	json_builder_end_object(jb);
 
 	add_latency(jb, s);
-	add_faults(jb, node->b);
+	add_faults(jb, b);
 	add_engine(jb, inner);
 	json_builder_end_object(jb);
+	dioloop_node_backend_put(node);
 }
 
 /* The snapshot of the mount (stats.h).  Worker thread. */
@@ -295,7 +334,7 @@ char *dioloop_stats_json(struct dioloop_fs *fs, size_t *len)
 	json_builder_begin_object(jb);
 	nodes = dioloop_fs_nodes_ref(fs);
 	for (i = 0; i < nodes->len; i++)
-		add_node(jb, nodes->pdata[i]);
+		add_node(jb, fs, nodes->pdata[i]);
 	dioloop_fs_nodes_unref(fs, nodes);
 	json_builder_end_object(jb);
 	json_builder_end_object(jb);

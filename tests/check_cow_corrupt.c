@@ -9,6 +9,8 @@
 #include "backends/cow/check.h"
 #include "tests/cow_test.h"
 
+#include <sys/file.h>
+
 /* A populated 4 MiB image: writes over several commits, some discards. */
 static char *populated_image(unsigned int salt)
 {
@@ -292,12 +294,29 @@ START_TEST(test_cow_one_writer_per_image)
 	char *path = cow_test_image(MiB, 0);
 	struct backend *b = cow_test_open(path, 0), *b2 = NULL;
 
+	int fd;
+
 	ck_assert_msg(cow_test_try_open(path, 0, &b2) == -EBUSY,
 		      "a second writable open is refused with -EBUSY");
+	/* In one process, a volume is open once (its container is shared
+	 * by the volumes open in the process). */
+	ck_assert_msg(cow_test_try_open(path, BACKEND_OPEN_RDONLY, &b2) ==
+		      -EBUSY,
+		      "a second open of the same volume in the process is refused with -EBUSY");
+	/* Other processes: the writer holds an exclusive flock. */
+	fd = open(path, O_RDONLY);
+	ck_assert_msg(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 &&
+		      errno == EWOULDBLOCK,
+		      "the writer holds the image's exclusive lock");
+	close(fd);
+	backend_close(b);
 	ck_assert_msg(cow_test_try_open(path, BACKEND_OPEN_RDONLY, &b2) == 0,
 		      "a read-only open is allowed");
+	fd = open(path, O_RDONLY);
+	ck_assert_msg(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0,
+		      "a read-only open takes no lock");
+	close(fd);
 	backend_close(b2);
-	backend_close(b);
 	b = cow_test_open(path, 0);
 	backend_close(b);
 	g_free(path);

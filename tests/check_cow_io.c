@@ -454,7 +454,7 @@ START_TEST(test_cow_failed_commit_stops_writes_and_keeps_last_generation)
 	memset(c, 0xc, sizeof(c));
 	cow_test_write(b, c, 4096, 0, NULL);
 	/* White box: the container's descriptor. */
-	fail_fd = ((struct cow_image *)b->priv)->meta.fd;
+	fail_fd = ((struct cow_volume *)b->priv)->c->meta.fd;
 	ck_assert_msg(fail_fd >= 0, "found the container's descriptor");
 	cow_test_hook = fail_commit_hook;
 	ck_assert_msg(backend_flush(b) == -EIO,

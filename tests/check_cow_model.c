@@ -305,7 +305,7 @@ START_TEST(test_cow_read_in_flight_keeps_its_block_pinned)
 {
 	char *path = cow_test_image(4 * MiB, 0);
 	struct backend *b = cow_test_open(path, 0);
-	struct cow_image *img = b->priv;
+	struct cow_container *img = ((struct cow_volume *)b->priv)->c;
 	unsigned char data[4096];
 	struct cow_epoch *reader;
 	uint64_t p1, csum;

@@ -11,6 +11,8 @@
  */
 #include "backends/cow/alloc.h"
 
+#include "backends/iorec.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -226,6 +228,13 @@ static void preallocate(struct cow_alloc *a, uint64_t nr)
 			a->no_prealloc = true;
 		return;
 	}
+	if (dioloop_iorec_get()) {
+		struct stat st;
+
+		if (fstat(a->meta->fd, &st) == 0)
+			dioloop_iorec_truncate(a->meta->fd,
+					       (uint64_t)st.st_size);
+	}
 	a->file_blocks = end;
 }
 
@@ -375,6 +384,26 @@ int cow_alloc_apply(struct cow_alloc *a, const struct cow_refop *ops,
 	return ret;
 }
 
+int cow_alloc_put(struct cow_alloc *a, uint64_t pbn, uint64_t gen,
+		  bool *freed, struct cow_err *err)
+{
+	struct cow_node *leaf;
+	int ret;
+
+	*freed = false;
+	g_mutex_lock(&a->lock);
+	ret = rc_change(a, pbn, -1, gen, err);
+	if (!ret) {
+		ret = cow_tree_find_locked(&a->rc, &a->lock, pbn, false, &leaf,
+					   err);
+		if (!ret && leaf)
+			*freed = cow_rc_get(leaf->page,
+					    cow_leaf_index(leaf, pbn)) == 0;
+	}
+	g_mutex_unlock(&a->lock);
+	return ret;
+}
+
 /* The commit's callbacks for moving refcount pages. */
 struct rc_commit {
 	struct cow_alloc *a;
@@ -409,7 +438,7 @@ int cow_alloc_commit(struct cow_alloc *a, uint64_t gen, GArray *out,
 	int ret;
 
 	g_mutex_lock(&a->lock);
-	ret = cow_tree_assign(&a->rc, gen, rc_alloc_page, rc_ref, &c);
+	ret = cow_tree_assign(&a->rc, gen, rc_alloc_page, rc_ref, NULL, &c);
 	if (!ret) {
 		cow_tree_write(&a->rc, gen, out);
 		cow_tree_root_ptr(&a->rc, root);

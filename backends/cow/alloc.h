@@ -23,7 +23,7 @@
  * commits at once (cow_commit_open).
  *
  * Locking: struct cow_alloc's lock (alloc_lock) protects everything here;
- * the functions take it themselves.  It nests inside the image's map_lock.
+ * the functions take it themselves.  It nests inside the container's map_lock.
  * Functions that may read refcount pages say so; the others never do I/O
  * and may run on a completion thread.
  */
@@ -97,6 +97,14 @@ void cow_alloc_unreserve(struct cow_alloc *a, uint64_t pbn, uint64_t len);
  */
 int cow_alloc_apply(struct cow_alloc *a, const struct cow_refop *ops,
 		    size_t n, uint64_t gen, struct cow_err *err);
+/*
+ * Subtract 1 from pbn's count in gen (applied after every +1 of the
+ * transaction); *freed says whether it reached 0 (then pbn is pinned as
+ * freed in gen).  Commit thread; may read refcount pages.  0 or -EUCLEAN
+ * (the count is already 0, why in err).
+ */
+int cow_alloc_put(struct cow_alloc *a, uint64_t pbn, uint64_t gen,
+		  bool *freed, struct cow_err *err);
 /*
  * Move the dirty refcount pages to new blocks for gen (which changes more
  * counts, until nothing moves), encode them into out (GArray of struct

@@ -2,8 +2,10 @@
 /*
  * The offline checker (see check.h).  Walks each tree from its root,
  * reading pages with plain pread, verifying them with format.c, counting
- * every reference (a shared page is counted once per parent and walked
- * once), then compares the counts with the refcount tree's.
+ * every reference (a shared page or block is counted once per parent and
+ * walked or read once), then compares the counts with the refcount
+ * tree's.  Several volumes may share block-map pages (snapshots and
+ * clones) and data blocks (clone_range): counts are references.
  */
 #include "backends/cow/check.h"
 
@@ -17,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/cow/cow.h"
 #include "backends/cow/format.h"
 
 #define MAX_REPORTS 100
@@ -31,6 +34,8 @@ struct checker {
 	uint32_t *counts;		/* the refcount tree's, per pbn */
 	uint8_t *kind;			/* enum block_kind, per pbn */
 	GArray *volumes;		/* struct cow_volume_entry */
+	GHashTable *map_pages;		/* pbn -> index + 1 in volumes of the
+					 * first volume reaching it */
 	unsigned int flags;		/* enum cow_check_flags */
 	uint8_t *data;			/* COW_CHECK_DATA: a block buffer */
 	struct cow_check_result *res;
@@ -118,7 +123,44 @@ struct walk {
 	uint64_t owner;
 	uint64_t key_limit;
 	const char *name;
+	guint vol_index;		/* block maps: the volume's */
 };
+
+/*
+ * A block-map page reached from a second parent: sharing is allowed only
+ * for pages written no later than the last snapshot of every volume that
+ * reaches them (a writer copies such pages before changing them; a newer
+ * page shared would be changed under the other volume).
+ */
+static void check_shared_page(struct checker *c, const struct walk *w,
+			      const struct cow_ptr *ptr)
+{
+	const struct cow_volume_entry *me, *first;
+	gpointer idx;
+
+	if (ptr->pbn < c->sb.first_block || ptr->pbn >= c->sb.nr_blocks ||
+	    c->kind[ptr->pbn] != KIND_PAGE)
+		return;
+	idx = g_hash_table_lookup(c->map_pages, GSIZE_TO_POINTER(ptr->pbn));
+	if (!idx)
+		return;
+	me = &g_array_index(c->volumes, struct cow_volume_entry,
+			    w->vol_index);
+	first = &g_array_index(c->volumes, struct cow_volume_entry,
+			       GPOINTER_TO_UINT(idx) - 1);
+	if (ptr->gen > me->last_snapshot_generation ||
+	    ptr->gen > first->last_snapshot_generation)
+		problem(c, "block-map page at block %llu (generation %llu) is shared by volumes %llu and %llu, but is newer than the last snapshot of %llu (%llu)",
+			(unsigned long long)ptr->pbn,
+			(unsigned long long)ptr->gen,
+			(unsigned long long)first->id,
+			(unsigned long long)me->id,
+			(unsigned long long)(ptr->gen > me->last_snapshot_generation ?
+					     me->id : first->id),
+			(unsigned long long)(ptr->gen > me->last_snapshot_generation ?
+					     me->last_snapshot_generation :
+					     first->last_snapshot_generation));
+}
 
 static void check_leaf(struct checker *c, const struct walk *w,
 		       const uint8_t *page, uint64_t pbn, uint64_t first_key,
@@ -215,8 +257,15 @@ static void walk_page(struct checker *c, const struct walk *w,
 	uint8_t *page;
 	unsigned int i;
 
-	if (!ref_block(c, ptr->pbn, KIND_PAGE, w->name))
-		return;		/* seen (shared) or out of range */
+	if (!ref_block(c, ptr->pbn, KIND_PAGE, w->name)) {
+		/* Seen (shared) or out of range. */
+		if (w->tree == COW_TREE_MAP)
+			check_shared_page(c, w, ptr);
+		return;
+	}
+	if (w->tree == COW_TREE_MAP)
+		g_hash_table_insert(c->map_pages, GSIZE_TO_POINTER(ptr->pbn),
+				    GUINT_TO_POINTER(w->vol_index + 1));
 	c->res->pages++;
 	page = g_malloc(COW_BLOCK_SIZE);
 	if (read_block(c, ptr->pbn, page, w->name) < 0)
@@ -309,7 +358,7 @@ static void compare_counts(struct checker *c)
 static void check_volumes(struct checker *c)
 {
 	bool have_default = false;
-	guint i;
+	guint i, j;
 
 	c->res->volumes = c->volumes->len;
 	for (i = 0; i < c->volumes->len; i++) {
@@ -321,11 +370,29 @@ static void check_volumes(struct checker *c)
 			.owner = v->id,
 			.key_limit = v->size >> COW_BLOCK_SHIFT,
 			.name = name,
+			.vol_index = i,
 		};
 
 		snprintf(name, sizeof(name), "volume %llu block map",
 			 (unsigned long long)v->id);
 		have_default |= v->id == c->sb.default_volume;
+		if (v->last_snapshot_generation > c->sb.generation ||
+		    v->create_generation > c->sb.generation)
+			problem(c, "volume %llu: created or snapshotted in a generation after the superblock's",
+				(unsigned long long)v->id);
+		if (v->id != c->sb.default_volume &&
+		    !cow_volume_name_valid(v->name))
+			problem(c, "volume %llu: invalid name \"%s\"",
+				(unsigned long long)v->id, v->name);
+		for (j = 0; j < i; j++)
+			if (!strcmp(g_array_index(c->volumes,
+						  struct cow_volume_entry,
+						  j).name, v->name))
+				problem(c, "volumes %llu and %llu have the same name \"%s\"",
+					(unsigned long long)g_array_index(
+						c->volumes,
+						struct cow_volume_entry, j).id,
+					(unsigned long long)v->id, v->name);
 		if (v->id >= c->sb.next_volume_id)
 			problem(c, "volume %llu: id not below next_volume_id %llu",
 				(unsigned long long)v->id,
@@ -390,16 +457,17 @@ int cow_check(const char *path, unsigned int flags,
 		goto out;
 	}
 	c.volumes = g_array_new(FALSE, FALSE, sizeof(struct cow_volume_entry));
+	c.map_pages = g_hash_table_new(g_direct_hash, g_direct_equal);
 	c.data = g_malloc(COW_BLOCK_SIZE);
 	for (slot = 0; slot < COW_FIRST_BLOCK; slot++) {
 		c.refs[slot] = 1;
 		c.kind[slot] = KIND_RESERVED;
 	}
 	w = (struct walk){ COW_TREE_REFCOUNT, 0, c.sb.nr_blocks,
-			   "refcount tree" };
+			   "refcount tree", 0 };
 	walk_tree(&c, &w, &c.sb.refcount_root);
 	w = (struct walk){ COW_TREE_VOLUME, 0, c.sb.next_volume_id,
-			   "volume tree" };
+			   "volume tree", 0 };
 	walk_tree(&c, &w, &c.sb.volume_root);
 	check_volumes(&c);
 	compare_counts(&c);
@@ -407,6 +475,8 @@ int cow_check(const char *path, unsigned int flags,
 out:
 	if (c.volumes)
 		g_array_free(c.volumes, TRUE);
+	if (c.map_pages)
+		g_hash_table_destroy(c.map_pages);
 	g_free(c.refs);
 	g_free(c.counts);
 	g_free(c.kind);

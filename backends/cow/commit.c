@@ -20,12 +20,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/iorec.h"
+
 /* Blocks reserved for the map and volume pages of one commit. */
 struct page_pool {
 	GArray *ext;			/* struct cow_extent */
 	guint idx;			/* next extent */
 	uint64_t off;			/* next block in it */
 	GArray *refops;			/* where references are queued */
+	GArray *drops;			/* where shared releases are queued */
 };
 
 static int pool_alloc_page(void *opaque, uint64_t *pbn)
@@ -53,8 +56,47 @@ static int pool_ref(void *opaque, uint64_t pbn, int delta)
 	return 0;
 }
 
+/*
+ * A block-map page that may be shared leaves its old location: both the
+ * new copy and the old page (if other volumes still reference it) hold
+ * references to its children, so +1 for each child of its content as last
+ * written, then a drop of the old location (applied after every +1:
+ * -1, and at 0, -1 for each child).  For a page no other volume
+ * references, the drop frees it and gives the +1s back: the same counts
+ * as a plain move.
+ */
+static int pool_release_shared(void *opaque, const struct cow_node *n,
+			       uint64_t old_pbn, uint64_t old_gen,
+			       const uint8_t *orig)
+{
+	struct page_pool *p = opaque;
+	struct cow_drop d = {
+		.pbn = old_pbn,
+		.gen = old_gen,
+		.first_key = n->first_key,
+		.level = n->level,
+		.page = cow_page_alloc(),
+	};
+	unsigned int i;
+
+	memcpy(d.page, orig, COW_BLOCK_SIZE);
+	for (i = 0; i < cow_tree_entries(COW_TREE_MAP, n->level); i++) {
+		struct cow_ptr e;
+		uint64_t csum;
+
+		if (n->level > 0)
+			cow_interior_get(orig, i, &e);
+		else
+			cow_map_get(orig, i, &e.pbn, &csum);
+		if (e.pbn)
+			pool_ref(p, e.pbn, +1);
+	}
+	g_array_append_val(p->drops, d);
+	return 0;
+}
+
 /* Return the pool's unused blocks. */
-static void pool_release(struct cow_image *img, struct page_pool *p)
+static void pool_release(struct cow_container *c, struct page_pool *p)
 {
 	guint i;
 
@@ -62,7 +104,7 @@ static void pool_release(struct cow_image *img, struct page_pool *p)
 		struct cow_extent *e = &g_array_index(p->ext, struct cow_extent,
 						      i);
 
-		cow_alloc_unreserve(&img->alloc, e->pbn + (i == p->idx ? p->off : 0),
+		cow_alloc_unreserve(&c->alloc, e->pbn + (i == p->idx ? p->off : 0),
 				    e->len - (i == p->idx ? p->off : 0));
 	}
 	g_array_set_size(p->ext, 0);
@@ -82,55 +124,202 @@ static uint64_t pool_left(const struct page_pool *p)
 }
 
 /* Upper bound of the map and volume pages a seal writes.  map_lock. */
-static uint64_t pages_needed(struct cow_image *img)
+static uint64_t pages_needed(struct cow_container *c)
 {
-	/* The volume entry update dirties one path of the volume tree. */
-	return img->map.nr_dirty + img->voltree.nr_dirty + img->voltree.height;
+	uint64_t n = c->voltree.nr_dirty;
+	guint i;
+
+	for (i = 0; i < c->vols->len; i++)
+		n += ((struct cow_volume *)c->vols->pdata[i])->map.nr_dirty;
+	/* Each volume entry updated (and a new one) dirties one path of
+	 * the volume tree. */
+	return n + (uint64_t)c->voltree.height * (c->vols->len + 2);
 }
 
-/* Put the volume entry (with its map's new root) into the volume tree.
+/* Put v's entry (with its map's new root) into the volume tree.
  * map_lock held; the entry's leaf is loaded (open found it). */
-static void update_volume_entry(struct cow_image *img)
+static void update_volume_entry(struct cow_container *c, struct cow_volume *v)
 {
 	struct cow_load ld = { 0 };
 	struct cow_node *leaf = NULL;
 
-	cow_tree_root_ptr(&img->map, &img->vol.map_root);
-	cow_tree_find(&img->voltree, img->vol.id, false, &ld, &leaf, NULL);
+	cow_tree_root_ptr(&v->map, &v->vol.map_root);
+	cow_tree_find(&c->voltree, v->vol.id, false, &ld, &leaf, NULL);
 	g_assert(leaf);
-	cow_vol_set(leaf->page, cow_leaf_index(leaf, img->vol.id), &img->vol);
-	cow_tree_changed(&img->voltree, leaf, 0);
+	cow_vol_set(leaf->page, cow_leaf_index(leaf, v->vol.id), &v->vol);
+	cow_tree_changed(&c->voltree, leaf, 0);
+	v->entry_dirty = false;
+}
+
+/* What a seal hands to the rest of the commit. */
+struct sealed {
+	GArray *ops;			/* struct cow_refop */
+	GArray *drops;			/* struct cow_drop */
+	struct cow_ptr vroot;		/* the volume tree's root */
+	uint64_t next_volume_id;
+};
+
+/*
+ * Seal the open transaction gen: every open volume's map pages and the
+ * volume pages get new blocks from pool and are encoded into out; op (a
+ * snapshot or a deletion) is carried out; the refops and drops are taken;
+ * the epoch moves on.  map_lock held.
+ */
+static int seal(struct cow_container *c, uint64_t gen, struct page_pool *pool,
+		GArray *out, struct cow_volop *op, struct sealed *sd)
+{
+	guint i;
+	int ret;
+
+	pool->refops = c->refops;
+	pool->drops = c->drops;
+	for (i = 0; i < c->vols->len; i++) {
+		struct cow_volume *v = c->vols->pdata[i];
+
+		if (!v->map.nr_dirty)
+			continue;
+		v->entry_dirty = true;
+		ret = cow_tree_assign(&v->map, gen, pool_alloc_page, pool_ref,
+				      pool_release_shared, pool);
+		if (ret < 0)
+			return ret;
+		cow_tree_write(&v->map, gen, out);
+	}
+	if (op)
+		cow_volop_apply(c, op, gen);
+	for (i = 0; i < c->vols->len; i++) {
+		struct cow_volume *v = c->vols->pdata[i];
+
+		if (v->entry_dirty)
+			update_volume_entry(c, v);
+	}
+	ret = cow_tree_assign(&c->voltree, gen, pool_alloc_page, pool_ref,
+			      NULL, pool);
+	if (ret < 0)
+		return ret;
+	cow_tree_write(&c->voltree, gen, out);
+	cow_tree_root_ptr(&c->voltree, &sd->vroot);
+	sd->next_volume_id = c->next_volume_id;
+	sd->ops = c->refops;
+	sd->drops = c->drops;
+	c->refops = g_array_new(FALSE, FALSE, sizeof(struct cow_refop));
+	c->drops = g_array_new(FALSE, FALSE, sizeof(struct cow_drop));
+	c->changes = 0;
+	g_mutex_lock(&c->epoch_lock);
+	c->epoch = gen + 1;
+	g_mutex_unlock(&c->epoch_lock);
+	return 0;
+}
+
+void cow_drops_free(GArray *drops)
+{
+	guint i;
+
+	if (!drops)
+		return;
+	for (i = 0; i < drops->len; i++)
+		free(g_array_index(drops, struct cow_drop, i).page);
+	g_array_free(drops, TRUE);
+}
+
+/* Read the block-map page d names (it is intact: the last durable state
+ * references it, and blocks freed now are reused only after the next
+ * commit).  0 or -errno with why. */
+static int drop_read_page(struct cow_container *c, struct cow_drop *d,
+			  struct cow_err *err)
+{
+	struct cow_page_hdr want = {
+		.tree = COW_TREE_MAP,
+		.level = d->level,
+		.nr_entries = (uint16_t)cow_tree_entries(COW_TREE_MAP,
+							 d->level),
+		.generation = d->gen,
+		.pbn = d->pbn,
+		.first_key = d->first_key,
+	};
+	struct cow_load ld = { .ptr = { d->pbn, d->gen, 0, 0 },
+			       .first_key = d->first_key, .level = d->level };
+	int ret;
+
+	memcpy(want.uuid, c->meta.uuid, 16);
+	ret = cow_tree_read_page(&c->meta, &ld, err);
+	if (ret < 0)
+		return ret;
+	ret = cow_page_verify(ld.page, &want, err);
+	if (ret < 0) {
+		free(ld.page);
+		return ret;
+	}
+	d->page = ld.page;
+	return 0;
 }
 
 /*
- * Seal the open transaction gen: map and volume pages get new blocks from
- * pool and are encoded into out; the refops are taken; the epoch moves on.
- * map_lock held.  Returns the volume tree's root in *vroot.
+ * Apply the drops of transaction gen (after every +1): -1 on each page,
+ * and for a page whose count reached 0, -1 on its children, recursively.
+ * A page that cannot be read is reported and its subtree left counted (a
+ * leak, never a count too low).  Commit thread, no map_lock.
  */
-static int seal(struct cow_image *img, uint64_t gen, struct page_pool *pool,
-		GArray *out, GArray **ops, struct cow_ptr *vroot)
+static int apply_drops(struct cow_container *c, GArray *drops, uint64_t gen,
+		       struct cow_err *err)
 {
-	int ret;
+	GArray *todo = g_array_new(FALSE, FALSE, sizeof(struct cow_drop));
+	int ret = 0;
+	guint i;
 
-	pool->refops = img->refops;
-	ret = cow_tree_assign(&img->map, gen, pool_alloc_page, pool_ref, pool);
-	if (ret < 0)
-		return ret;
-	cow_tree_write(&img->map, gen, out);
-	update_volume_entry(img);
-	ret = cow_tree_assign(&img->voltree, gen, pool_alloc_page, pool_ref,
-			      pool);
-	if (ret < 0)
-		return ret;
-	cow_tree_write(&img->voltree, gen, out);
-	cow_tree_root_ptr(&img->voltree, vroot);
-	*ops = img->refops;
-	img->refops = g_array_new(FALSE, FALSE, sizeof(struct cow_refop));
-	img->changes = 0;
-	g_mutex_lock(&img->epoch_lock);
-	img->epoch = gen + 1;
-	g_mutex_unlock(&img->epoch_lock);
-	return 0;
+	/* Take over the pages: todo owns them from here. */
+	g_array_append_vals(todo, drops->data, drops->len);
+	for (i = 0; i < drops->len; i++)
+		g_array_index(drops, struct cow_drop, i).page = NULL;
+	while (todo->len && !ret) {
+		struct cow_drop d = g_array_index(todo, struct cow_drop,
+						  todo->len - 1);
+		uint64_t span;
+		unsigned int k;
+		bool freed;
+
+		g_array_set_size(todo, todo->len - 1);
+		ret = cow_alloc_put(&c->alloc, d.pbn, gen, &freed, err);
+		if (ret < 0 || !freed)
+			goto next;
+		if (!d.page) {
+			struct cow_err why = { "" };
+
+			if (drop_read_page(c, &d, &why) < 0) {
+				atomic_fetch_add(&c->meta_errors, 1);
+				g_warning("%s: freeing a block-map page: %s; the blocks it references stay allocated",
+					  c->meta.path, why.msg);
+				goto next;
+			}
+		}
+		span = cow_tree_span(COW_TREE_MAP, d.level ? d.level - 1u : 0);
+		for (k = 0; k < cow_tree_entries(COW_TREE_MAP, d.level) && !ret;
+		     k++) {
+			struct cow_ptr e;
+			uint64_t csum;
+
+			if (d.level == 0) {
+				cow_map_get(d.page, k, &e.pbn, &csum);
+				if (e.pbn)
+					ret = cow_alloc_put(&c->alloc, e.pbn,
+							    gen, &freed, err);
+				continue;
+			}
+			cow_interior_get(d.page, k, &e);
+			if (!e.pbn)
+				continue;
+			g_array_append_val(todo, ((struct cow_drop){
+				.pbn = e.pbn, .gen = e.gen,
+				.first_key = d.first_key + k * span,
+				.level = (uint8_t)(d.level - 1) }));
+		}
+next:
+		free(d.page);
+	}
+	for (i = 0; i < todo->len; i++)
+		free(g_array_index(todo, struct cow_drop, i).page);
+	g_array_free(todo, TRUE);
+	return ret;
 }
 
 static gint wpage_cmp(gconstpointer a, gconstpointer b)
@@ -145,7 +334,10 @@ static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
 {
 	while (n > 0) {
 		ssize_t w = pwritev(fd, iov, n, off);
+		int e = errno;
 
+		dioloop_iorec_write(fd, iov, n, (uint64_t)off, w < 0 ? -e : w);
+		errno = e;
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
@@ -167,7 +359,7 @@ static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
 }
 
 /* Write the pages, sorted, in runs of adjacent blocks. */
-static int write_pages(struct cow_image *img, GArray *pages)
+static int write_pages(struct cow_container *c, GArray *pages)
 {
 	struct iovec *iov = g_new(struct iovec, MIN(pages->len, IOV_MAX) + 1);
 	guint i = 0, j;
@@ -186,7 +378,7 @@ static int write_pages(struct cow_image *img, GArray *pages)
 				break;
 			iov[n] = (struct iovec){ x->buf, COW_BLOCK_SIZE };
 		}
-		ret = pwritev_all(img->meta.fd, iov, n,
+		ret = pwritev_all(c->meta.fd, iov, n,
 				  (off_t)(w->pbn << COW_BLOCK_SHIFT));
 		i = j;
 	}
@@ -205,38 +397,43 @@ static void free_pages(GArray *pages)
 
 /* Make the file at least nr_blocks long (unreferenced tail blocks may
  * never have been written).  commit_lock held. */
-static int cover_file(struct cow_image *img, uint64_t nr_blocks)
+static int cover_file(struct cow_container *c, uint64_t nr_blocks)
 {
 	struct stat st;
 
-	if (img->file_blocks >= nr_blocks)
+	if (c->file_blocks >= nr_blocks)
 		return 0;
 	/* Preallocation (alloc.c) may have made it longer: never shrink. */
-	if (fstat(img->meta.fd, &st) < 0)
+	if (fstat(c->meta.fd, &st) < 0)
 		return -errno;
-	img->file_blocks = (uint64_t)st.st_size >> COW_BLOCK_SHIFT;
-	if (img->file_blocks >= nr_blocks)
+	c->file_blocks = (uint64_t)st.st_size >> COW_BLOCK_SHIFT;
+	if (c->file_blocks >= nr_blocks)
 		return 0;
-	if (ftruncate(img->meta.fd, (off_t)(nr_blocks << COW_BLOCK_SHIFT)) < 0)
+	if (ftruncate(c->meta.fd, (off_t)(nr_blocks << COW_BLOCK_SHIFT)) < 0)
 		return -errno;
-	img->file_blocks = nr_blocks;
+	dioloop_iorec_truncate(c->meta.fd, nr_blocks << COW_BLOCK_SHIFT);
+	c->file_blocks = nr_blocks;
 	return 0;
 }
 
-static int sync_file(struct cow_image *img)
+static int sync_file(struct cow_container *c)
 {
-	return fdatasync(img->meta.fd) < 0 ? -errno : 0;
+	uint64_t token = dioloop_iorec_flush_begin(c->meta.fd);
+	int ret = fdatasync(c->meta.fd) < 0 ? -errno : 0;
+
+	dioloop_iorec_flush_end(c->meta.fd, token, ret);
+	return ret;
 }
 
 /* Write sb into its slot (generation % 2). */
-static int write_superblock(struct cow_image *img, const struct cow_sb *sb)
+static int write_superblock(struct cow_container *c, const struct cow_sb *sb)
 {
 	uint8_t *blk = cow_page_alloc();
 	struct iovec iov = { blk, COW_BLOCK_SIZE };
 	int ret;
 
 	cow_sb_encode(sb, blk);
-	ret = pwritev_all(img->meta.fd, &iov, 1,
+	ret = pwritev_all(c->meta.fd, &iov, 1,
 			  (off_t)((uint64_t)sb->slot << COW_BLOCK_SHIFT));
 	free(blk);
 	return ret;
@@ -244,201 +441,221 @@ static int write_superblock(struct cow_image *img, const struct cow_sb *sb)
 
 /* Everything after the seal: refcounts, pages, superblock.  commit_lock
  * held. */
-static int commit_sealed(struct cow_image *img, uint64_t gen, GArray *pages,
-			 GArray *ops, const struct cow_ptr *vroot)
+static int commit_sealed(struct cow_container *c, uint64_t gen, GArray *pages,
+			 struct sealed *sd)
 {
 	struct cow_err err = { "" };
-	struct cow_sb sb = img->sb;
+	struct cow_sb sb = c->sb;
 	int ret;
 
-	ret = cow_alloc_apply(&img->alloc, (struct cow_refop *)ops->data,
-			      ops->len, gen, &err);
+	ret = cow_alloc_apply(&c->alloc, (struct cow_refop *)sd->ops->data,
+			      sd->ops->len, gen, &err);
 	if (!ret)
-		ret = cow_alloc_commit(&img->alloc, gen, pages,
+		ret = apply_drops(c, sd->drops, gen, &err);
+	if (!ret)
+		ret = cow_alloc_commit(&c->alloc, gen, pages,
 				       &sb.refcount_root, &sb.nr_blocks, &err);
 	if (ret < 0) {
-		g_warning("%s: commit of generation %llu: %s", img->meta.path,
+		g_warning("%s: commit of generation %llu: %s", c->meta.path,
 			  (unsigned long long)gen, err.msg);
 		return ret;
 	}
 	sb.generation = gen;
 	sb.slot = (uint32_t)(gen % COW_NR_SLOTS);
-	sb.volume_root = *vroot;
+	sb.volume_root = sd->vroot;
+	sb.next_volume_id = sd->next_volume_id;
 	sb.commit_time = (uint64_t)time(NULL);
 	cow_test_point(COW_TEST_SEALED);
-	ret = cover_file(img, sb.nr_blocks);
+	ret = cover_file(c, sb.nr_blocks);
 	if (!ret)
-		ret = write_pages(img, pages);
+		ret = write_pages(c, pages);
 	if (!ret) {
 		cow_test_point(COW_TEST_META_WRITTEN);
-		ret = sync_file(img);
+		ret = sync_file(c);
 	}
 	if (!ret) {
 		cow_test_point(COW_TEST_META_DURABLE);
-		ret = write_superblock(img, &sb);
+		ret = write_superblock(c, &sb);
 	}
 	if (!ret) {
 		cow_test_point(COW_TEST_SB_WRITTEN);
-		ret = sync_file(img);
+		ret = sync_file(c);
 	}
 	if (ret < 0) {
 		g_warning("%s: commit of generation %llu failed: %s; the image keeps generation %llu and refuses writes until reopened",
-			  img->meta.path, (unsigned long long)gen,
+			  c->meta.path, (unsigned long long)gen,
 			  g_strerror(-ret),
-			  (unsigned long long)img->sb.generation);
+			  (unsigned long long)c->sb.generation);
 		return ret;
 	}
-	img->sb = sb;
-	atomic_store(&img->committed_gen, gen);
-	atomic_fetch_add(&img->commits, 1);
+	c->sb = sb;
+	atomic_store(&c->committed_gen, gen);
+	atomic_fetch_add(&c->commits, 1);
 	cow_test_point(COW_TEST_COMMITTED);
 	return 0;
 }
 
-int cow_commit_open(struct cow_image *img)
+int cow_commit_open(struct cow_container *c)
 {
-	struct cow_sb sb = img->sb;
+	struct cow_sb sb = c->sb;
 	int ret;
 
 	sb.generation++;
 	sb.slot = (uint32_t)(sb.generation % COW_NR_SLOTS);
 	sb.commit_time = (uint64_t)time(NULL);
-	ret = write_superblock(img, &sb);
+	ret = write_superblock(c, &sb);
 	if (!ret)
-		ret = sync_file(img);
+		ret = sync_file(c);
 	if (ret < 0) {
 		g_warning("%s: writing the superblock at open: %s",
-			  img->meta.path, g_strerror(-ret));
+			  c->meta.path, g_strerror(-ret));
 		return ret;
 	}
-	img->sb = sb;
-	atomic_store(&img->committed_gen, sb.generation);
-	img->epoch = sb.generation + 1;
-	cow_alloc_durable(&img->alloc, sb.generation, img->epoch);
+	c->sb = sb;
+	atomic_store(&c->committed_gen, sb.generation);
+	c->epoch = sb.generation + 1;
+	cow_alloc_durable(&c->alloc, sb.generation, c->epoch);
 	return 0;
 }
 
-int cow_commit(struct cow_image *img)
+int cow_commit_volop(struct cow_container *c, struct cow_volop *op)
 {
 	struct page_pool pool = { 0 };
-	GArray *pages, *ops = NULL;
+	struct sealed sd = { 0 };
 	struct cow_err err = { "" };
-	struct cow_ptr vroot;
 	uint64_t gen, need;
 	bool sealing = false;
+	GArray *pages;
 	int ret = 0;
 
-	g_mutex_lock(&img->commit_lock);
-	if (atomic_load(&img->failed)) {
-		g_mutex_unlock(&img->commit_lock);
+	g_mutex_lock(&c->commit_lock);
+	if (atomic_load(&c->failed)) {
+		g_mutex_unlock(&c->commit_lock);
 		return -EIO;
 	}
-	gen = atomic_load(&img->committed_gen) + 1;
+	gen = atomic_load(&c->committed_gen) + 1;
 	pool.ext = g_array_new(FALSE, FALSE, sizeof(struct cow_extent));
 	pages = g_array_new(FALSE, FALSE, sizeof(struct cow_wpage));
+	g_mutex_lock(&c->map_lock);
+	/* The operation loads what it needs and checks it first: the seal
+	 * cannot fail on its account (nothing else changes the volume tree
+	 * while commit_lock is held). */
+	if (op) {
+		ret = cow_volop_prepare(c, op);
+		if (ret < 0) {
+			g_mutex_unlock(&c->map_lock);
+			goto out;
+		}
+		c->changes++;
+	}
 	/* Reserve blocks for the map and volume pages first: the seal runs
 	 * under map_lock and must not read refcount pages. */
-	g_mutex_lock(&img->map_lock);
-	while (img->changes && (need = pages_needed(img)) > pool_left(&pool)) {
-		g_mutex_unlock(&img->map_lock);
-		ret = cow_alloc_reserve(&img->alloc, need - pool_left(&pool),
+	while (c->changes && (need = pages_needed(c)) > pool_left(&pool)) {
+		g_mutex_unlock(&c->map_lock);
+		ret = cow_alloc_reserve(&c->alloc, need - pool_left(&pool),
 					pool.ext, &err);
-		g_mutex_lock(&img->map_lock);
+		g_mutex_lock(&c->map_lock);
 		if (ret < 0)
 			break;
 	}
-	if (!ret && img->changes) {
+	if (!ret && c->changes) {
 		sealing = true;
-		ret = seal(img, gen, &pool, pages, &ops, &vroot);
+		ret = seal(c, gen, &pool, pages, op, &sd);
 	}
-	g_mutex_unlock(&img->map_lock);
-	pool_release(img, &pool);
+	g_mutex_unlock(&c->map_lock);
+	pool_release(c, &pool);
 	if (ret < 0 && !sealing) {
 		/* Nothing was sealed: the open transaction stays. */
-		g_warning("%s: commit: reserving blocks: %s", img->meta.path,
+		g_warning("%s: commit: reserving blocks: %s", c->meta.path,
 			  err.msg[0] ? err.msg : g_strerror(-ret));
 		goto out;
 	}
 	if (!sealing)
 		goto out;	/* nothing changed */
 	if (!ret)
-		ret = commit_sealed(img, gen, pages, ops, &vroot);
+		ret = commit_sealed(c, gen, pages, &sd);
 	if (ret < 0) {
-		atomic_store(&img->failed, true);
+		atomic_store(&c->failed, true);
 		ret = -EIO;
 		goto out;
 	}
-	cow_alloc_durable(&img->alloc, gen, cow_epoch_oldest(img));
+	cow_alloc_durable(&c->alloc, gen, cow_epoch_oldest(c));
 out:
-	if (ops)
-		g_array_free(ops, TRUE);
+	if (sd.ops)
+		g_array_free(sd.ops, TRUE);
+	cow_drops_free(sd.drops);
 	free_pages(pages);
 	g_array_free(pool.ext, TRUE);
-	g_mutex_unlock(&img->commit_lock);
+	g_mutex_unlock(&c->commit_lock);
 	return ret;
+}
+
+int cow_commit(struct cow_container *c)
+{
+	return cow_commit_volop(c, NULL);
 }
 
 /* ---- the periodic committer ---- */
 
 static gpointer committer_main(gpointer opaque)
 {
-	struct cow_image *img = opaque;
+	struct cow_container *c = opaque;
 
-	g_mutex_lock(&img->committer_lock);
-	while (!img->committer_stop) {
-		unsigned int ms = img->commit_ms;
+	g_mutex_lock(&c->committer_lock);
+	while (!c->committer_stop) {
+		unsigned int ms = c->commit_ms;
 
 		if (ms == 0)
-			g_cond_wait(&img->committer_cond, &img->committer_lock);
-		else if (!img->commit_soon)
-			g_cond_wait_until(&img->committer_cond,
-					  &img->committer_lock,
+			g_cond_wait(&c->committer_cond, &c->committer_lock);
+		else if (!c->commit_soon)
+			g_cond_wait_until(&c->committer_cond,
+					  &c->committer_lock,
 					  g_get_monotonic_time() +
 					  (gint64)ms * 1000);
-		if (img->committer_stop || ms == 0 || img->commit_ms != ms)
+		if (c->committer_stop || ms == 0 || c->commit_ms != ms)
 			continue;
-		img->commit_soon = false;
-		g_mutex_unlock(&img->committer_lock);
-		cow_commit(img);
-		g_mutex_lock(&img->committer_lock);
+		c->commit_soon = false;
+		g_mutex_unlock(&c->committer_lock);
+		cow_commit(c);
+		g_mutex_lock(&c->committer_lock);
 	}
-	g_mutex_unlock(&img->committer_lock);
+	g_mutex_unlock(&c->committer_lock);
 	return NULL;
 }
 
-void cow_committer_start(struct cow_image *img)
+void cow_committer_start(struct cow_container *c)
 {
-	img->committer = g_thread_new("cow-commit", committer_main, img);
+	c->committer = g_thread_new("cow-commit", committer_main, c);
 }
 
-void cow_committer_kick(struct cow_image *img)
+void cow_committer_kick(struct cow_container *c)
 {
-	g_mutex_lock(&img->committer_lock);
-	if (!img->commit_soon && img->commit_ms) {
-		img->commit_soon = true;
-		g_cond_broadcast(&img->committer_cond);
+	g_mutex_lock(&c->committer_lock);
+	if (!c->commit_soon && c->commit_ms) {
+		c->commit_soon = true;
+		g_cond_broadcast(&c->committer_cond);
 	}
-	g_mutex_unlock(&img->committer_lock);
+	g_mutex_unlock(&c->committer_lock);
 }
 
-void cow_committer_stop(struct cow_image *img)
+void cow_committer_stop(struct cow_container *c)
 {
-	if (!img->committer)
+	if (!c->committer)
 		return;
-	g_mutex_lock(&img->committer_lock);
-	img->committer_stop = true;
-	g_cond_broadcast(&img->committer_cond);
-	g_mutex_unlock(&img->committer_lock);
-	g_thread_join(img->committer);
-	img->committer = NULL;
+	g_mutex_lock(&c->committer_lock);
+	c->committer_stop = true;
+	g_cond_broadcast(&c->committer_cond);
+	g_mutex_unlock(&c->committer_lock);
+	g_thread_join(c->committer);
+	c->committer = NULL;
 }
 
 void cow_set_commit_interval(struct backend *b, unsigned int ms)
 {
-	struct cow_image *img = b->priv;
+	struct cow_container *c = ((struct cow_volume *)b->priv)->c;
 
-	g_mutex_lock(&img->committer_lock);
-	img->commit_ms = ms;
-	g_cond_broadcast(&img->committer_cond);
-	g_mutex_unlock(&img->committer_lock);
+	g_mutex_lock(&c->committer_lock);
+	c->commit_ms = ms;
+	g_cond_broadcast(&c->committer_cond);
+	g_mutex_unlock(&c->committer_lock);
 }

@@ -48,7 +48,7 @@
 #define COW_ZERO_CHUNK ((size_t)1 << 20)
 
 struct cow_req {
-	struct cow_image *img;
+	struct cow_volume *v;
 	bool write;
 	uint64_t first_lbn, nr_lbn;	/* whole blocks the engine touches */
 	uint64_t first_leaf;		/* lbn / COW_MAP_ENTRIES of leaves[0] */
@@ -64,62 +64,63 @@ struct cow_req {
 struct cow_aio {
 	struct dioloop_aio_req req;
 	struct dio_io *io;
-	struct cow_image *img;
+	struct cow_volume *v;
 };
 
 /* ---- the inflight table ---- */
 
 /* Register a block a read expects to find with csum.  inflight_lock. */
-static void inflight_read_add(struct cow_image *img, uint64_t pbn,
+static void inflight_read_add(struct cow_container *c, uint64_t pbn,
 			      uint64_t lbn, uint64_t csum)
 {
-	struct cow_inflight *e = g_hash_table_lookup(img->inflight, &pbn);
+	struct cow_inflight *e = g_hash_table_lookup(c->inflight, &pbn);
 
 	if (!e) {
 		e = g_new0(struct cow_inflight, 1);
 		e->pbn = pbn;
 		e->csum = csum;
 		e->lbn = lbn;
-		g_hash_table_insert(img->inflight, &e->pbn, e);
+		g_hash_table_insert(c->inflight, &e->pbn, e);
 	}
 	e->users++;
 }
 
 /* Drop e when nothing uses it.  inflight_lock. */
-static void inflight_put(struct cow_image *img, struct cow_inflight *e)
+static void inflight_put(struct cow_container *c, struct cow_inflight *e)
 {
 	if (e->users == 0 && !e->wblk)
-		g_hash_table_remove(img->inflight, &e->pbn);
+		g_hash_table_remove(c->inflight, &e->pbn);
 }
 
 /* ---- preparing a request ---- */
 
 static void req_free(struct cow_req *req)
 {
-	struct cow_image *img = req->img;
+	struct cow_volume *v = req->v;
+	struct cow_container *c = v->c;
 	unsigned int i;
 
 	if (req->reads) {
-		g_mutex_lock(&img->inflight_lock);
+		g_mutex_lock(&c->inflight_lock);
 		for (i = 0; i < req->reads->len; i++) {
 			uint64_t pbn = g_array_index(req->reads, uint64_t, i);
 			struct cow_inflight *e =
-				g_hash_table_lookup(img->inflight, &pbn);
+				g_hash_table_lookup(c->inflight, &pbn);
 
 			e->users--;
-			inflight_put(img, e);
+			inflight_put(c, e);
 		}
-		g_mutex_unlock(&img->inflight_lock);
+		g_mutex_unlock(&c->inflight_lock);
 		g_array_free(req->reads, TRUE);
 	}
-	g_mutex_lock(&img->map_lock);
+	g_mutex_lock(&c->map_lock);
 	for (i = 0; i < req->nr_leaves; i++)
 		if (req->leaves[i])
 			req->leaves[i]->pins--;
-	g_mutex_unlock(&img->map_lock);
+	g_mutex_unlock(&c->map_lock);
 	if (req->ext)
 		g_array_free(req->ext, TRUE);
-	cow_epoch_leave(img, req->epoch);
+	cow_epoch_leave(c, req->epoch);
 	g_free(req->leaves);
 	g_free(req->wblk);
 	g_free(req);
@@ -129,7 +130,8 @@ static void req_free(struct cow_req *req)
  * writes).  May read pages. */
 static int req_pin_leaves(struct cow_req *req)
 {
-	struct cow_image *img = req->img;
+	struct cow_volume *v = req->v;
+	struct cow_container *c = v->c;
 	struct cow_err err = { "" };
 	unsigned int i;
 	int ret = 0;
@@ -138,18 +140,18 @@ static int req_pin_leaves(struct cow_req *req)
 	req->nr_leaves = (unsigned int)((req->first_lbn + req->nr_lbn - 1) /
 					COW_MAP_ENTRIES - req->first_leaf + 1);
 	req->leaves = g_new0(struct cow_node *, req->nr_leaves);
-	g_mutex_lock(&img->map_lock);
+	g_mutex_lock(&c->map_lock);
 	for (i = 0; i < req->nr_leaves && !ret; i++) {
 		uint64_t key = (req->first_leaf + i) * COW_MAP_ENTRIES;
 
-		ret = cow_tree_find_locked(&img->map, &img->map_lock, key,
+		ret = cow_tree_find_locked(&v->map, &c->map_lock, key,
 					   req->write, &req->leaves[i], &err);
 		if (!ret && req->leaves[i])
 			req->leaves[i]->pins++;
 	}
-	g_mutex_unlock(&img->map_lock);
+	g_mutex_unlock(&c->map_lock);
 	if (ret < 0) {
-		cow_meta_error(img, &err);
+		cow_meta_error(c, &err);
 		return -EIO;
 	}
 	return 0;
@@ -158,16 +160,17 @@ static int req_pin_leaves(struct cow_req *req)
 /* Reserve one new block per logical block of a write. */
 static int req_reserve(struct cow_req *req)
 {
-	struct cow_image *img = req->img;
+	struct cow_volume *v = req->v;
+	struct cow_container *c = v->c;
 	struct cow_err err = { "" };
 	uint64_t k = 0, j;
 	unsigned int i;
 	int ret;
 
 	req->ext = g_array_new(FALSE, FALSE, sizeof(struct cow_extent));
-	ret = cow_alloc_reserve(&img->alloc, req->nr_lbn, req->ext, &err);
+	ret = cow_alloc_reserve(&c->alloc, req->nr_lbn, req->ext, &err);
 	if (ret < 0) {
-		g_warning("%s: allocating %llu blocks: %s", img->meta.path,
+		g_warning("%s: allocating %llu blocks: %s", c->meta.path,
 			  (unsigned long long)req->nr_lbn,
 			  err.msg[0] ? err.msg : g_strerror(-ret));
 		return ret == -EUCLEAN ? -EIO : ret;
@@ -187,25 +190,26 @@ static int req_reserve(struct cow_req *req)
  * registrations. */
 static void req_write_release(struct cow_req *req)
 {
-	struct cow_image *img = req->img;
+	struct cow_volume *v = req->v;
+	struct cow_container *c = v->c;
 	uint64_t i;
 
-	g_mutex_lock(&img->inflight_lock);
+	g_mutex_lock(&c->inflight_lock);
 	for (i = 0; i < req->nr_lbn; i++) {
 		struct cow_wblk *w = &req->wblk[i];
 		struct cow_inflight *e;
 
 		if (!w->registered)
 			continue;
-		e = g_hash_table_lookup(img->inflight, &w->pbn);
+		e = g_hash_table_lookup(c->inflight, &w->pbn);
 		e->wblk = NULL;
-		inflight_put(img, e);
+		inflight_put(c, e);
 		w->registered = false;
 	}
-	g_mutex_unlock(&img->inflight_lock);
+	g_mutex_unlock(&c->inflight_lock);
 	for (i = 0; i < req->nr_lbn; i++)
 		if (!req->wblk[i].installed)
-			cow_alloc_unreserve(&img->alloc, req->wblk[i].pbn, 1);
+			cow_alloc_unreserve(&c->alloc, req->wblk[i].pbn, 1);
 }
 
 /* ---- the engine's callbacks ---- */
@@ -220,12 +224,13 @@ static struct cow_node *req_leaf(struct cow_req *req, uint64_t lbn)
 static int get_block_read(struct cow_req *req, uint64_t lbn, uint64_t nb,
 			  struct dio_map *map)
 {
-	struct cow_image *img = req->img;
+	struct cow_volume *v = req->v;
+	struct cow_container *c = v->c;
 	uint64_t pbns[COW_MAX_RUN], csums[COW_MAX_RUN], first_pbn = 0, n;
 	bool hole = true;
 
 	nb = MIN(nb, COW_MAX_RUN);
-	g_mutex_lock(&img->map_lock);
+	g_mutex_lock(&c->map_lock);
 	for (n = 0; n < nb; n++) {
 		struct cow_node *leaf = req_leaf(req, lbn + n);
 		uint64_t pbn = 0, csum = 0;
@@ -243,7 +248,7 @@ static int get_block_read(struct cow_req *req, uint64_t lbn, uint64_t nb,
 		pbns[n] = pbn;
 		csums[n] = csum;
 	}
-	g_mutex_unlock(&img->map_lock);
+	g_mutex_unlock(&c->map_lock);
 	map->len = n << COW_BLOCK_SHIFT;
 	map->hole = hole;
 	map->phys = first_pbn << COW_BLOCK_SHIFT;
@@ -252,10 +257,10 @@ static int get_block_read(struct cow_req *req, uint64_t lbn, uint64_t nb,
 	if (!req->reads)
 		req->reads = g_array_new(FALSE, FALSE, sizeof(uint64_t));
 	g_array_append_vals(req->reads, pbns, (guint)n);
-	g_mutex_lock(&img->inflight_lock);
+	g_mutex_lock(&c->inflight_lock);
 	for (uint64_t k = 0; k < n; k++)
-		inflight_read_add(img, pbns[k], lbn + k, csums[k]);
-	g_mutex_unlock(&img->inflight_lock);
+		inflight_read_add(c, pbns[k], lbn + k, csums[k]);
+	g_mutex_unlock(&c->inflight_lock);
 	return 0;
 }
 
@@ -263,25 +268,26 @@ static int get_block_read(struct cow_req *req, uint64_t lbn, uint64_t nb,
 static int get_block_write(struct cow_req *req, uint64_t lbn, uint64_t nb,
 			   struct dio_map *map)
 {
-	struct cow_image *img = req->img;
+	struct cow_volume *v = req->v;
+	struct cow_container *c = v->c;
 	struct cow_wblk *w = &req->wblk[lbn - req->first_lbn];
 	uint64_t n;
 
 	for (n = 1; n < MIN(nb, COW_MAX_RUN); n++)
 		if (w[n].pbn != w[0].pbn + n)
 			break;
-	g_mutex_lock(&img->inflight_lock);
+	g_mutex_lock(&c->inflight_lock);
 	for (uint64_t k = 0; k < n; k++) {
 		struct cow_inflight *e = g_new0(struct cow_inflight, 1);
 
 		e->pbn = w[k].pbn;
 		e->lbn = lbn + k;
 		e->wblk = &w[k];
-		g_assert(!g_hash_table_contains(img->inflight, &e->pbn));
-		g_hash_table_insert(img->inflight, &e->pbn, e);
+		g_assert(!g_hash_table_contains(c->inflight, &e->pbn));
+		g_hash_table_insert(c->inflight, &e->pbn, e);
 		w[k].registered = true;
 	}
-	g_mutex_unlock(&img->inflight_lock);
+	g_mutex_unlock(&c->inflight_lock);
 	map->phys = w[0].pbn << COW_BLOCK_SHIFT;
 	map->len = n << COW_BLOCK_SHIFT;
 	map->hole = false;
@@ -298,31 +304,32 @@ static int cow_get_block(struct backend *b, void *map_private, uint64_t pos,
 
 	g_assert(!(pos & (COW_BLOCK_SIZE - 1)) && lbn >= req->first_lbn &&
 		 lbn + nb <= req->first_lbn + req->nr_lbn);
-	map->fd = req->img->meta.fd;
+	map->fd = req->v->c->meta.fd;
 	if (create)
 		return get_block_write(req, lbn, nb, map);
 	return get_block_read(req, lbn, nb, map);
 }
 
 /* Check a read I/O's blocks against what the map said: 0 or -EIO. */
-static long verify_read(struct cow_image *img, struct dio_io *io)
+static long verify_read(struct cow_volume *v, struct dio_io *io)
 {
+	struct cow_container *c = v->c;
 	uint64_t nb = io->len >> COW_BLOCK_SHIFT, pbn = io->phys >> COW_BLOCK_SHIFT;
 	uint64_t *got = g_new(uint64_t, nb);
 	long res = 0;
 
-	cow_csum_iov(img->meta.csum_type, io->iov, io->nr_iov, nb, got);
-	g_mutex_lock(&img->inflight_lock);
+	cow_csum_iov(c->meta.csum_type, io->iov, io->nr_iov, nb, got);
+	g_mutex_lock(&c->inflight_lock);
 	for (uint64_t k = 0; k < nb; k++) {
 		uint64_t key = pbn + k;
-		struct cow_inflight *e = g_hash_table_lookup(img->inflight,
+		struct cow_inflight *e = g_hash_table_lookup(c->inflight,
 							     &key);
 
 		if (e && e->csum == got[k])
 			continue;
-		atomic_fetch_add(&img->b->checksum_errors, 1);
-		g_warning("%s: checksum mismatch in logical block %llu (byte %llu), physical block %llu: expected %016llx, read %016llx",
-			  img->meta.path,
+		atomic_fetch_add(&v->b->checksum_errors, 1);
+		g_warning("%s: volume %s: checksum mismatch in logical block %llu (byte %llu), physical block %llu: expected %016llx, read %016llx",
+			  c->meta.path, cow_volume_label(&v->vol),
 			  (unsigned long long)(e ? e->lbn : 0),
 			  (unsigned long long)(e ? e->lbn << COW_BLOCK_SHIFT : 0),
 			  (unsigned long long)key,
@@ -330,29 +337,30 @@ static long verify_read(struct cow_image *img, struct dio_io *io)
 			  (unsigned long long)got[k]);
 		res = -EIO;
 	}
-	g_mutex_unlock(&img->inflight_lock);
+	g_mutex_unlock(&c->inflight_lock);
 	g_free(got);
 	return res;
 }
 
 /* Install a completed write I/O's blocks in the map.  Completion
  * thread: the leaves are pinned, nothing is read. */
-static void install_write(struct cow_image *img, struct dio_io *io)
+static void install_write(struct cow_volume *v, struct dio_io *io)
 {
+	struct cow_container *c = v->c;
 	uint64_t nb = io->len >> COW_BLOCK_SHIFT, pbn = io->phys >> COW_BLOCK_SHIFT;
 	struct cow_inflight **e = g_new(struct cow_inflight *, nb);
 	uint64_t k, changes;
 
-	g_mutex_lock(&img->inflight_lock);
+	g_mutex_lock(&c->inflight_lock);
 	for (k = 0; k < nb; k++) {
 		uint64_t key = pbn + k;
 
-		e[k] = g_hash_table_lookup(img->inflight, &key);
+		e[k] = g_hash_table_lookup(c->inflight, &key);
 		g_assert(e[k] && e[k]->wblk);
 	}
-	g_mutex_unlock(&img->inflight_lock);
+	g_mutex_unlock(&c->inflight_lock);
 
-	g_mutex_lock(&img->map_lock);
+	g_mutex_lock(&c->map_lock);
 	for (k = 0; k < nb; k++) {
 		struct cow_wblk *w = e[k]->wblk;
 		struct cow_load ld = { 0 };
@@ -361,26 +369,27 @@ static void install_write(struct cow_image *img, struct dio_io *io)
 		uint64_t old, old_csum;
 		unsigned int i;
 
-		cow_tree_find(&img->map, e[k]->lbn, false, &ld, &leaf, NULL);
+		cow_tree_find(&v->map, e[k]->lbn, false, &ld, &leaf, NULL);
 		g_assert(leaf && leaf->pins);
 		i = cow_leaf_index(leaf, e[k]->lbn);
 		cow_map_get(leaf->page, i, &old, &old_csum);
+		cow_tree_will_change(&v->map, leaf);
 		cow_map_set(leaf->page, i, w->pbn, w->csum);
-		cow_tree_changed(&img->map, leaf, old ? 0 : 1);
+		cow_tree_changed(&v->map, leaf, old ? 0 : 1);
 		op = (struct cow_refop){ w->pbn, +1 };
-		g_array_append_val(img->refops, op);
+		g_array_append_val(c->refops, op);
 		if (old) {
 			op = (struct cow_refop){ old, -1 };
-			g_array_append_val(img->refops, op);
+			g_array_append_val(c->refops, op);
 		}
-		img->changes++;
+		c->changes++;
 		w->installed = true;
 	}
-	changes = img->changes;
-	g_mutex_unlock(&img->map_lock);
+	changes = c->changes;
+	g_mutex_unlock(&c->map_lock);
 	g_free(e);
 	if (changes >= COW_COMMIT_SOON_CHANGES)
-		cow_committer_kick(img);
+		cow_committer_kick(c);
 }
 
 /* An I/O completed (aio completion thread). */
@@ -388,22 +397,23 @@ static void cow_io_done(struct dioloop_aio_req *areq, long res)
 {
 	struct cow_aio *ca = container_of(areq, struct cow_aio, req);
 	struct dio_io *io = ca->io;
-	struct cow_image *img = ca->img;
+	struct cow_volume *v = ca->v;
+	struct cow_container *c = v->c;
 
 	g_free(ca);
 	if (res == (long)io->len) {
 		if (!io->write) {
-			res = verify_read(img, io);
+			res = verify_read(v, io);
 			if (!res)
 				res = (long)io->len;
 		} else {
 			cow_test_point(COW_TEST_DATA_WRITTEN);
-			install_write(img, io);
+			install_write(v, io);
 		}
 	} else if (res >= 0 && !io->write) {
-		atomic_fetch_add(&img->b->checksum_errors, 1);
+		atomic_fetch_add(&v->b->checksum_errors, 1);
 		g_warning("%s: truncated image: data block %llu is past the end of the file",
-			  img->meta.path,
+			  c->meta.path,
 			  (unsigned long long)((io->phys + (uint64_t)res) >>
 					       COW_BLOCK_SHIFT));
 		res = -EIO;
@@ -414,7 +424,8 @@ static void cow_io_done(struct dioloop_aio_req *areq, long res)
 /* submit_io for the engine: checksum writes, then libaio. */
 static void cow_submit_io(struct backend *b, struct dio_io **ios, int n)
 {
-	struct cow_image *img = b->priv;
+	struct cow_volume *v = b->priv;
+	struct cow_container *c = v->c;
 	struct dioloop_aio_req **reqs = g_newa(struct dioloop_aio_req *, n);
 	int i;
 
@@ -427,22 +438,22 @@ static void cow_submit_io(struct backend *b, struct dio_io **ios, int n)
 			uint64_t pbn = io->phys >> COW_BLOCK_SHIFT;
 			uint64_t *csum = g_new(uint64_t, nb);
 
-			cow_csum_iov(img->meta.csum_type, io->iov, io->nr_iov,
+			cow_csum_iov(c->meta.csum_type, io->iov, io->nr_iov,
 				     nb, csum);
-			g_mutex_lock(&img->inflight_lock);
+			g_mutex_lock(&c->inflight_lock);
 			for (uint64_t k = 0; k < nb; k++) {
 				uint64_t key = pbn + k;
 				struct cow_inflight *e =
-					g_hash_table_lookup(img->inflight, &key);
+					g_hash_table_lookup(c->inflight, &key);
 
 				e->csum = csum[k];
 				e->wblk->csum = csum[k];
 			}
-			g_mutex_unlock(&img->inflight_lock);
+			g_mutex_unlock(&c->inflight_lock);
 			g_free(csum);
 		}
 		ca->io = io;
-		ca->img = img;
+		ca->v = v;
 		dioloop_aio_prep_rw(&ca->req, io->write, io->fd, io->iov,
 				    io->nr_iov, (off_t)io->phys, cow_io_done);
 		reqs[i] = &ca->req;
@@ -464,22 +475,24 @@ static ssize_t cow_end_io(struct kiocb *iocb, void *priv, ssize_t res)
 /* ---- direct_IO_bvec ---- */
 
 /* Extend a growable volume to cover end.  0 or -errno. */
-static int cow_grow(struct cow_image *img, uint64_t end)
+static int cow_grow(struct cow_volume *v, uint64_t end)
 {
+	struct cow_container *c = v->c;
 	uint64_t size = (end + COW_BLOCK_SIZE - 1) & ~(uint64_t)(COW_BLOCK_SIZE - 1);
 	int ret = 0;
 
-	g_mutex_lock(&img->map_lock);
-	if (size > img->vol.size) {
-		ret = cow_tree_grow(&img->map, size >> COW_BLOCK_SHIFT);
+	g_mutex_lock(&c->map_lock);
+	if (size > v->vol.size) {
+		ret = cow_tree_grow(&v->map, size >> COW_BLOCK_SHIFT);
 		if (!ret) {
-			img->vol.size = size;
-			img->map.key_limit = size >> COW_BLOCK_SHIFT;
-			atomic_store(&img->size, size);
-			img->changes++;
+			v->vol.size = size;
+			v->map.key_limit = size >> COW_BLOCK_SHIFT;
+			atomic_store(&v->size, size);
+			v->entry_dirty = true;
+			c->changes++;
 		}
 	}
-	g_mutex_unlock(&img->map_lock);
+	g_mutex_unlock(&c->map_lock);
 	return ret;
 }
 
@@ -487,9 +500,10 @@ static int cow_grow(struct cow_image *img, uint64_t end)
  * read metadata pages that are not cached yet. */
 static ssize_t cow_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 {
-	struct cow_image *img = b->priv;
+	struct cow_volume *v = b->priv;
+	struct cow_container *c = v->c;
 	size_t count = iov_iter_count(iocb->ki_iter);
-	uint64_t pos = iocb->ki_pos, size = atomic_load(&img->size);
+	uint64_t pos = iocb->ki_pos, size = atomic_load(&v->size);
 	bool write = iocb->ki_rw == DIOLOOP_WRITE;
 	struct cow_req *req;
 	struct dio_params p;
@@ -502,28 +516,28 @@ static ssize_t cow_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 			return 0;
 		count = (size_t)MIN((uint64_t)count, size - pos);
 	} else {
-		if (img->rdonly)
+		if (v->rdonly)
 			return -EROFS;
-		if (atomic_load(&img->failed))
+		if (atomic_load(&c->failed))
 			return -EIO;
 		if (pos > (uint64_t)INT64_MAX ||
 		    count > (uint64_t)INT64_MAX - pos)
-			return img->growable ? -EFBIG : -ENOSPC;
+			return v->growable ? -EFBIG : -ENOSPC;
 		if (pos + count > size) {
-			if (!img->growable)
+			if (!v->growable)
 				return -ENOSPC;
-			ret = cow_grow(img, pos + count);
+			ret = cow_grow(v, pos + count);
 			if (ret < 0)
 				return ret;
 		}
 	}
 	req = g_new0(struct cow_req, 1);
-	req->img = img;
+	req->v = v;
 	req->write = write;
 	req->first_lbn = pos >> COW_BLOCK_SHIFT;
 	req->nr_lbn = ((pos + count + COW_BLOCK_SIZE - 1) >> COW_BLOCK_SHIFT) -
 		      req->first_lbn;
-	req->epoch = cow_epoch_enter(img);
+	req->epoch = cow_epoch_enter(c);
 	ret = req_pin_leaves(req);
 	if (!ret && write)
 		ret = req_reserve(req);
@@ -551,11 +565,12 @@ static ssize_t cow_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
  * after.  Worker thread. */
 static int cow_flush(struct backend *b)
 {
-	struct cow_image *img = b->priv;
+	struct cow_volume *v = b->priv;
+	struct cow_container *c = v->c;
 
-	if (img->rdonly)
+	if (v->rdonly)
 		return 0;
-	return cow_commit(img);
+	return cow_commit(c);
 }
 
 /* Write zeros over [pos, pos + len) (inside one or two blocks) through
@@ -573,21 +588,22 @@ static int write_zero_bytes(struct backend *b, uint64_t pos, uint64_t len)
 
 /* Make whole blocks [lbn, end) holes, under the range held exclusively.
  * Worker thread. */
-static int punch_blocks(struct cow_image *img, uint64_t lbn, uint64_t end)
+static int punch_blocks(struct cow_volume *v, uint64_t lbn, uint64_t end)
 {
+	struct cow_container *c = v->c;
 	struct cow_err err = { "" };
 	int ret = 0;
 
-	g_mutex_lock(&img->map_lock);
+	g_mutex_lock(&c->map_lock);
 	while (lbn < end) {
 		struct cow_node *leaf;
 		uint64_t found, stop;
 
-		ret = cow_tree_seek_locked(&img->map, &img->map_lock, lbn, end,
+		ret = cow_tree_seek_locked(&v->map, &c->map_lock, lbn, end,
 					   true, &found, &err);
 		if (ret < 0 || found >= end)
 			break;
-		ret = cow_tree_find_locked(&img->map, &img->map_lock, found,
+		ret = cow_tree_find_locked(&v->map, &c->map_lock, found,
 					   false, &leaf, &err);
 		if (ret < 0)
 			break;
@@ -600,19 +616,20 @@ static int punch_blocks(struct cow_image *img, uint64_t lbn, uint64_t end)
 			cow_map_get(leaf->page, i, &pbn, &csum);
 			if (!pbn)
 				continue;
+			cow_tree_will_change(&v->map, leaf);
 			cow_map_set(leaf->page, i, 0, 0);
-			cow_tree_changed(&img->map, leaf, -1);
+			cow_tree_changed(&v->map, leaf, -1);
 			op = (struct cow_refop){ pbn, -1 };
-			g_array_append_val(img->refops, op);
-			img->changes++;
+			g_array_append_val(c->refops, op);
+			c->changes++;
 		}
 		/* Let completions in between leaves. */
-		g_mutex_unlock(&img->map_lock);
-		g_mutex_lock(&img->map_lock);
+		g_mutex_unlock(&c->map_lock);
+		g_mutex_lock(&c->map_lock);
 	}
-	g_mutex_unlock(&img->map_lock);
+	g_mutex_unlock(&c->map_lock);
 	if (ret < 0) {
-		cow_meta_error(img, &err);
+		cow_meta_error(c, &err);
 		return -EIO;
 	}
 	return 0;
@@ -622,16 +639,17 @@ static int punch_blocks(struct cow_image *img, uint64_t lbn, uint64_t end)
  * partial ones.  Worker thread; the core clamped the range. */
 static int cow_punch(struct backend *b, uint64_t pos, uint64_t len)
 {
-	struct cow_image *img = b->priv;
+	struct cow_volume *v = b->priv;
+	struct cow_container *c = v->c;
 	uint64_t end = pos + len;
 	uint64_t a = (pos + COW_BLOCK_SIZE - 1) >> COW_BLOCK_SHIFT;
 	uint64_t z = end >> COW_BLOCK_SHIFT;
 	struct range_lock rl;
 	int ret;
 
-	if (img->rdonly)
+	if (v->rdonly)
 		return -EROFS;
-	if (atomic_load(&img->failed))
+	if (atomic_load(&c->failed))
 		return -EIO;
 	if (a >= z)
 		return write_zero_bytes(b, pos, len);
@@ -651,7 +669,7 @@ static int cow_punch(struct backend *b, uint64_t pos, uint64_t len)
 	range_lock_init(&rl, a << COW_BLOCK_SHIFT, z << COW_BLOCK_SHIFT, true,
 			NULL);
 	range_lock_acquire_wait(&b->range_locks, &rl);
-	ret = punch_blocks(img, a, z);
+	ret = punch_blocks(v, a, z);
 	range_lock_release(&b->range_locks, &rl);
 	return ret;
 }
@@ -660,7 +678,8 @@ static int cow_punch(struct backend *b, uint64_t pos, uint64_t len)
 static int cow_map(struct backend *b, uint64_t pos, uint64_t len,
 		   struct backend_extent *ext)
 {
-	struct cow_image *img = b->priv;
+	struct cow_volume *v = b->priv;
+	struct cow_container *c = v->c;
 	uint64_t lbn = pos >> COW_BLOCK_SHIFT;
 	uint64_t end = (pos + len + COW_BLOCK_SIZE - 1) >> COW_BLOCK_SHIFT;
 	struct cow_err err = { "" };
@@ -668,17 +687,17 @@ static int cow_map(struct backend *b, uint64_t pos, uint64_t len,
 	uint64_t pbn = 0, csum, next;
 	int ret;
 
-	g_mutex_lock(&img->map_lock);
-	ret = cow_tree_find_locked(&img->map, &img->map_lock, lbn, false,
+	g_mutex_lock(&c->map_lock);
+	ret = cow_tree_find_locked(&v->map, &c->map_lock, lbn, false,
 				   &leaf, &err);
 	if (!ret && leaf)
 		cow_map_get(leaf->page, cow_leaf_index(leaf, lbn), &pbn, &csum);
 	if (!ret)
-		ret = cow_tree_seek_locked(&img->map, &img->map_lock, lbn + 1,
+		ret = cow_tree_seek_locked(&v->map, &c->map_lock, lbn + 1,
 					   end, pbn == 0, &next, &err);
-	g_mutex_unlock(&img->map_lock);
+	g_mutex_unlock(&c->map_lock);
 	if (ret < 0) {
-		cow_meta_error(img, &err);
+		cow_meta_error(c, &err);
 		return -EIO;
 	}
 	ext->hole = pbn == 0;
@@ -690,25 +709,27 @@ static int cow_map(struct backend *b, uint64_t pos, uint64_t len,
  * past the end.  Worker thread, nothing in flight. */
 static int cow_resize(struct backend *b, uint64_t size)
 {
-	struct cow_image *img = b->priv;
-	uint64_t old = atomic_load(&img->size);
+	struct cow_volume *v = b->priv;
+	struct cow_container *c = v->c;
+	uint64_t old = atomic_load(&v->size);
 	int ret;
 
-	if (img->rdonly)
+	if (v->rdonly)
 		return -EROFS;
 	if (size % COW_BLOCK_SIZE)
 		return -EINVAL;
 	if (size >= old)
-		return cow_grow(img, size);
-	ret = punch_blocks(img, size >> COW_BLOCK_SHIFT, old >> COW_BLOCK_SHIFT);
+		return cow_grow(v, size);
+	ret = punch_blocks(v, size >> COW_BLOCK_SHIFT, old >> COW_BLOCK_SHIFT);
 	if (ret < 0)
 		return ret;
-	g_mutex_lock(&img->map_lock);
-	img->vol.size = size;
-	img->map.key_limit = size >> COW_BLOCK_SHIFT;
-	atomic_store(&img->size, size);
-	img->changes++;
-	g_mutex_unlock(&img->map_lock);
+	g_mutex_lock(&c->map_lock);
+	v->vol.size = size;
+	v->map.key_limit = size >> COW_BLOCK_SHIFT;
+	atomic_store(&v->size, size);
+	v->entry_dirty = true;
+	c->changes++;
+	g_mutex_unlock(&c->map_lock);
 	return 0;
 }
 
@@ -728,86 +749,60 @@ static int cow_info(struct backend *b, struct backend_info *info)
 /* A snapshot of the counters.  Any thread. */
 void cow_get_stats(struct backend *b, struct cow_stats *st)
 {
-	struct cow_image *img = b->priv;
+	struct cow_volume *v = b->priv;
+	struct cow_container *c = v->c;
 	struct cow_alloc_stats as;
 
 	memset(st, 0, sizeof(*st));
-	cow_alloc_get_stats(&img->alloc, &as);
-	st->generation = atomic_load(&img->committed_gen);
-	st->size = atomic_load(&img->size);
-	g_mutex_lock(&img->map_lock);
-	st->mapped_blocks = img->map.root->used;
-	g_mutex_unlock(&img->map_lock);
+	cow_alloc_get_stats(&c->alloc, &as);
+	st->generation = atomic_load(&c->committed_gen);
+	st->size = atomic_load(&v->size);
+	g_mutex_lock(&c->map_lock);
+	st->mapped_blocks = v->map.root->used;
+	g_mutex_unlock(&c->map_lock);
 	st->nr_blocks = as.nr_blocks;
 	st->used_blocks = as.used;
 	st->pinned_blocks = as.pinned;
-	st->commits = atomic_load(&img->commits);
+	st->commits = atomic_load(&c->commits);
 	st->csum_errors = atomic_load(&b->checksum_errors);
-	st->meta_errors = atomic_load(&img->meta_errors);
-	st->csum_type = img->meta.csum_type;
-	st->failed = atomic_load(&img->failed);
+	st->meta_errors = atomic_load(&c->meta_errors);
+	st->csum_type = c->meta.csum_type;
+	st->failed = atomic_load(&c->failed);
 }
 
 /* Look lbn up in the map (cow.h).  Worker thread. */
 int cow_map_block(struct backend *b, uint64_t lbn, uint64_t *pbn,
 		  uint64_t *csum)
 {
-	struct cow_image *img = b->priv;
+	struct cow_volume *v = b->priv;
+	struct cow_container *c = v->c;
 	struct cow_err err = { "" };
 	struct cow_node *leaf = NULL;
 	int ret = 0;
 
 	*pbn = *csum = 0;
-	g_mutex_lock(&img->map_lock);
-	if (lbn < img->map.key_limit)
-		ret = cow_tree_find_locked(&img->map, &img->map_lock, lbn,
+	g_mutex_lock(&c->map_lock);
+	if (lbn < v->map.key_limit)
+		ret = cow_tree_find_locked(&v->map, &c->map_lock, lbn,
 					   false, &leaf, &err);
 	if (!ret && leaf)
 		cow_map_get(leaf->page, cow_leaf_index(leaf, lbn), pbn, csum);
-	g_mutex_unlock(&img->map_lock);
+	g_mutex_unlock(&c->map_lock);
 	if (ret < 0) {
-		cow_meta_error(img, &err);
+		cow_meta_error(c, &err);
 		return -EIO;
 	}
 	return 0;
 }
 
-/* ---- open, close, size ---- */
-
-/* Open the container and its default volume.  Control thread. */
-static int cow_open(struct backend *b, const struct backend_open_args *args)
-{
-	struct cow_image *img = g_new0(struct cow_image, 1);
-	int ret;
-
-	img->b = b;
-	b->priv = img;
-	ret = cow_image_open(img, args);
-	if (ret < 0) {
-		cow_image_close(img);
-		g_free(img);
-		b->priv = NULL;
-	}
-	return ret;
-}
-
-/* Commit what is open and release everything; nothing is in flight.
- * Control thread. */
-static void cow_close(struct backend *b)
-{
-	struct cow_image *img = b->priv;
-
-	cow_image_close(img);
-	g_free(img);
-	b->priv = NULL;
-}
+/* ---- size, recognising images ---- */
 
 /* The volume's logical size.  Any thread. */
 static int64_t cow_get_size(struct backend *b)
 {
-	struct cow_image *img = b->priv;
+	struct cow_volume *v = b->priv;
 
-	return (int64_t)atomic_load(&img->size);
+	return (int64_t)atomic_load(&v->size);
 }
 
 /* Recognise a cow image by either superblock's magic.  Any thread. */
@@ -839,5 +834,6 @@ const struct backend_ops cow_backend_ops = {
 	.write_zeroes = cow_punch,
 	.resize = cow_resize,
 	.map = cow_map,
+	.clone_range = cow_clone_range,
 	.info = cow_info,
 };

@@ -1,21 +1,41 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inside the cow backend: one open container and its default volume
- * (struct cow_image), shared by image.c (open/close), commit.c
- * (transactions), cow.c (the ops and the I/O path).
+ * Inside the cow backend: an open container (struct cow_container) and
+ * the volumes of it that are open (struct cow_volume, the backend's priv),
+ * shared by image.c (container open/close), volume.c (volume open/close,
+ * snapshots, clones, deletion, clone_range), commit.c (transactions),
+ * cow.c (the ops and the I/O path) and scrub.c.
+ *
+ * Containers opened in this process are kept in a table keyed by the
+ * file's st_dev:st_ino (volume.c): opening a second volume of a container
+ * attaches to the open one, which is closed (with a final commit) when its
+ * last volume closes.  Open and close of every cow volume are serialized
+ * by that table's lock.
  *
  * Locks, in the order they nest:
+ *   registry_lock (volume.c) the table of containers; held by volume
+ *                 open and close, snapshots and deletions.
  *   commit_lock   one commit at a time; protects sb, file_blocks.
- *   map_lock      the volume tree, the open volume's entry and block map,
- *                 the open transaction's refops and change count.
+ *   map_lock      the volume tree, the open volumes' list, entries and
+ *                 block maps, the open transaction's refops, drops and
+ *                 change count, next_volume_id.
  *   alloc_lock    inside struct cow_alloc (alloc.h).
  *   epoch_lock, inflight_lock   leaves; never held across another lock.
  *
  * Transactions: the open transaction is generation committed_gen + 1.
  * Mapping changes record their reference changes in refops; the commit
- * seals the transaction under map_lock (moving dirty map and volume pages
- * to new blocks, taking refops, advancing the read epoch), then applies
- * the refops and writes everything without map_lock (commit.c).
+ * seals the transaction under map_lock (moving every open volume's dirty
+ * map pages and the volume tree's to new blocks, taking refops and drops,
+ * advancing the read epoch), then applies them and writes everything
+ * without map_lock (commit.c).
+ *
+ * Shared pages (FORMAT.md section 8): a block-map page whose location has
+ * a generation <= its volume's last_snapshot_generation may be referenced
+ * by other volumes too.  The first change to such a leaf in a transaction
+ * keeps a copy of its committed content (cow_tree_will_change); when the
+ * commit moves the page it queues +1 for every child of that content and
+ * a drop of the old location (-1, and when the count reaches 0, -1 for
+ * its children, recursively).  No count is looked up at write time.
  *
  * Read epochs: every request enters the epoch of the open transaction
  * before looking anything up and leaves it when it ends.  A block unmapped
@@ -29,6 +49,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "backends/backend.h"
 #include "backends/cow/alloc.h"
@@ -48,13 +69,29 @@ struct cow_epoch {
 	unsigned int count;		/* by epoch_lock */
 };
 
-struct cow_image {
-	struct backend *b;
+/* A block-map page location released by a commit whose page may be
+ * shared: -1 on pbn, and when its count reaches 0, -1 on each child,
+ * recursively. */
+struct cow_drop {
+	uint64_t pbn, gen;		/* the page, as its parent points */
+	uint64_t first_key;
+	uint8_t level;
+	uint8_t *page;			/* its content, or NULL: read it */
+};
+
+struct cow_volume;
+
+/* One open container. */
+struct cow_container {
+	/* The table of open containers (volume.c); by its lock. */
+	dev_t dev;
+	ino_t ino;
+	unsigned int users;		/* open volumes */
+
 	struct cow_meta meta;
+	char *path;			/* meta.path */
 	bool rdonly;
-	bool growable;
 	bool opened;			/* open succeeded: close commits */
-	struct dioloop_aio *own_aio;	/* when the caller gave none */
 
 	GMutex commit_lock;
 	struct cow_sb sb;		/* last durable; by commit_lock */
@@ -64,11 +101,11 @@ struct cow_image {
 
 	GMutex map_lock;
 	struct cow_tree voltree;	/* by map_lock */
-	struct cow_volume_entry vol;	/* the open volume; by map_lock */
-	struct cow_tree map;		/* its block map; by map_lock */
+	GPtrArray *vols;		/* open struct cow_volume; by map_lock */
+	uint64_t next_volume_id;	/* by map_lock */
 	GArray *refops;			/* struct cow_refop; by map_lock */
+	GArray *drops;			/* struct cow_drop; by map_lock */
 	uint64_t changes;		/* in the open transaction; by map_lock */
-	_Atomic uint64_t size;		/* vol.size, readable without lock */
 
 	struct cow_alloc alloc;
 
@@ -79,7 +116,7 @@ struct cow_image {
 	GMutex inflight_lock;
 	GHashTable *inflight;		/* pbn -> struct cow_inflight */
 
-	/* The periodic committer. */
+	/* The periodic committer (writable containers). */
 	GThread *committer;
 	GMutex committer_lock;
 	GCond committer_cond;
@@ -89,6 +126,20 @@ struct cow_image {
 
 	_Atomic uint64_t commits;
 	_Atomic uint64_t meta_errors;	/* data errors: b->checksum_errors */
+};
+
+/* One open volume: the backend's priv. */
+struct cow_volume {
+	struct cow_container *c;
+	struct backend *b;
+	bool rdonly;			/* a snapshot, or opened read-only */
+	bool growable;
+	struct dioloop_aio *own_aio;	/* when the caller gave none */
+
+	struct cow_volume_entry vol;	/* by map_lock */
+	struct cow_tree map;		/* its block map; by map_lock */
+	bool entry_dirty;		/* vol changed (size, ...); by map_lock */
+	_Atomic uint64_t size;		/* vol.size, readable without lock */
 };
 
 /* A block in flight: what a read expects, or where a write's checksum
@@ -112,27 +163,70 @@ struct cow_wblk {
 /* Call the test hook at point, if one is set. */
 void cow_test_point(enum cow_test_point point);
 
-/* image.c */
-int cow_image_open(struct cow_image *img, const struct backend_open_args *args);
-void cow_image_close(struct cow_image *img);
-struct cow_epoch *cow_epoch_enter(struct cow_image *img);
-void cow_epoch_leave(struct cow_image *img, struct cow_epoch *e);
-uint64_t cow_epoch_oldest(struct cow_image *img);
-/* Log a metadata error (counted) for the image: "path: message". */
-void cow_meta_error(struct cow_image *img, const struct cow_err *err);
+/* image.c: containers */
+/* Open the container at path and load its trees (no commit yet).  0 or
+ * -errno (logged).  c is zeroed by the caller; cow_container_close
+ * releases it whatever happened. */
+int cow_container_open(struct cow_container *c, const char *path,
+		       bool rdonly);
+/* A writable container starts: the opening commit, the committer.
+ * Control thread. */
+int cow_container_start(struct cow_container *c);
+/* Give up writing before the start (the first volume is read-only). */
+void cow_container_make_rdonly(struct cow_container *c);
+/* Final commit (if writable and started) and release; frees c. */
+void cow_container_close(struct cow_container *c);
+struct cow_epoch *cow_epoch_enter(struct cow_container *c);
+void cow_epoch_leave(struct cow_container *c, struct cow_epoch *e);
+uint64_t cow_epoch_oldest(struct cow_container *c);
+/* Log a metadata error (counted) for the container: "path: message". */
+void cow_meta_error(struct cow_container *c, const struct cow_err *err);
 
 /* commit.c */
 /* Commit the open transaction if anything changed: 0 or -errno (the
- * image is failed after an error).  Worker thread. */
-int cow_commit(struct cow_image *img);
+ * container is failed after an error).  Worker thread. */
+int cow_commit(struct cow_container *c);
+
+/* A change of the volume tree made atomically with a commit (volume.c). */
+struct cow_volop {
+	bool delete;			/* else: a snapshot or clone of src */
+	struct cow_volume *src;
+	const char *name;		/* the new or the deleted volume */
+	bool writable;			/* a clone, not a snapshot */
+	/* Set by cow_volop_prepare. */
+	uint64_t id;
+	struct cow_node *leaf;		/* the volume tree leaf of id */
+	struct cow_volume_entry entry;	/* delete: the victim's entry */
+};
+/* Commit, carrying out op in the seal (under map_lock, so a snapshot
+ * holds exactly the writes installed before it).  0 or -errno: op's own
+ * refusals (-EEXIST, -ENOENT, -EBUSY ...) leave the transaction open. */
+int cow_commit_volop(struct cow_container *c, struct cow_volop *op);
 /* Opening for writing: commit generation g+1 with the same roots (only
  * a superblock), retiring the older copy, so that blocks free on disk are
  * reusable at once (FORMAT.md section 7).  Control thread. */
-int cow_commit_open(struct cow_image *img);
-void cow_committer_start(struct cow_image *img);
+int cow_commit_open(struct cow_container *c);
+void cow_committer_start(struct cow_container *c);
 /* The open transaction is large: ask the committer to commit now.  Any
  * thread; takes committer_lock only. */
-void cow_committer_kick(struct cow_image *img);
-void cow_committer_stop(struct cow_image *img);
+void cow_committer_kick(struct cow_container *c);
+void cow_committer_stop(struct cow_container *c);
+void cow_drops_free(GArray *drops);
+
+/* volume.c */
+/* Check op and load what its seal needs (map_lock held; dropped while
+ * pages are read).  0 or -errno. */
+int cow_volop_prepare(struct cow_container *c, struct cow_volop *op);
+/* Carry op out in the seal of gen: map_lock held, no I/O, no failure;
+ * after the volumes' maps were placed for gen. */
+void cow_volop_apply(struct cow_container *c, struct cow_volop *op,
+		     uint64_t gen);
+/* The volume's name for messages. */
+const char *cow_volume_label(const struct cow_volume_entry *e);
+/* The backend ops of volumes (cow.c) that volume.c provides. */
+int cow_open(struct backend *b, const struct backend_open_args *args);
+void cow_close(struct backend *b);
+ssize_t cow_clone_range(struct backend *src, uint64_t src_pos,
+			struct backend *dst, uint64_t dst_pos, uint64_t len);
 
 #endif

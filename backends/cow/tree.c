@@ -53,6 +53,7 @@ static void node_free(struct cow_tree *t, struct cow_node *n)
 	}
 	if (n->side && t->free_side)
 		t->free_side(n->side);
+	free(n->orig);
 	free(n->page);
 	g_free(n);
 	t->nr_nodes--;
@@ -515,6 +516,14 @@ int cow_tree_seek_locked(struct cow_tree *t, GMutex *lock, uint64_t key,
 	}
 }
 
+void cow_tree_will_change(struct cow_tree *t, struct cow_node *leaf)
+{
+	if (leaf->orig || !leaf->pbn || leaf->gen > t->shared_gen)
+		return;
+	leaf->orig = cow_page_alloc();
+	memcpy(leaf->orig, leaf->page, COW_BLOCK_SIZE);
+}
+
 void cow_tree_changed(struct cow_tree *t, struct cow_node *leaf,
 		      int used_delta)
 {
@@ -578,8 +587,32 @@ static void collect(struct cow_node *n, uint64_t gen, GPtrArray *out)
 		g_ptr_array_add(out, n);
 }
 
+/*
+ * Release n's old location.  Interior pages still hold their entries as
+ * last written (cow_tree_write refreshes them only for the new location);
+ * leaves that may be shared kept theirs in orig.
+ */
+static int release_old(struct cow_tree *t, struct cow_node *n, uint64_t old,
+		       uint64_t old_gen, cow_ref_t ref, cow_release_t release,
+		       void *opaque)
+{
+	int ret;
+
+	if (release && old_gen <= t->shared_gen) {
+		g_assert(n->level > 0 || n->orig);
+		ret = release(opaque, n, old, old_gen,
+			      n->level > 0 ? n->page : n->orig);
+	} else {
+		ret = ref(opaque, old, -1);
+	}
+	free(n->orig);
+	n->orig = NULL;
+	return ret;
+}
+
 int cow_tree_assign(struct cow_tree *t, uint64_t gen,
-		    cow_alloc_page_t alloc_page, cow_ref_t ref, void *opaque)
+		    cow_alloc_page_t alloc_page, cow_ref_t ref,
+		    cow_release_t release, void *opaque)
 {
 	GPtrArray *todo = g_ptr_array_new();
 	int ret = 0;
@@ -592,14 +625,15 @@ int cow_tree_assign(struct cow_tree *t, uint64_t gen,
 			break;
 		for (i = 0; i < todo->len; i++) {
 			struct cow_node *n = todo->pdata[i];
-			uint64_t old = n->pbn, pbn;
+			uint64_t old = n->pbn, old_gen = n->gen, pbn;
 
 			if (!n->used) {
 				/* Empty: stored as absent, the old location
 				 * (of any generation) is released. */
 				n->pbn = 0;
 				n->gen = 0;
-				ret = ref(opaque, old, -1);
+				ret = release_old(t, n, old, old_gen, ref,
+						  release, opaque);
 				if (ret < 0)
 					goto out;
 				continue;
@@ -613,7 +647,8 @@ int cow_tree_assign(struct cow_tree *t, uint64_t gen,
 			n->gen = gen;
 			ret = ref(opaque, pbn, +1);
 			if (!ret && old)
-				ret = ref(opaque, old, -1);
+				ret = release_old(t, n, old, old_gen, ref,
+						  release, opaque);
 			if (ret < 0)
 				goto out;
 		}

@@ -47,6 +47,9 @@ struct cow_node {
 	struct cow_node *parent;
 	struct cow_node **child;	/* interior: COW_INTERIOR_ENTRIES slots */
 	uint8_t *page;			/* COW_BLOCK_SIZE, entries on-disk style */
+	uint8_t *orig;			/* leaves that may be shared: the page
+					 * as last written, kept by
+					 * cow_tree_will_change; or NULL */
 	void *side;			/* the owner's per-node data, or NULL */
 	uint64_t first_key;
 	uint64_t pbn, gen;		/* last location written (0: absent) */
@@ -63,6 +66,9 @@ struct cow_tree {
 	const struct cow_meta *meta;
 	uint64_t owner;			/* page header owner field */
 	uint64_t key_limit;		/* entries at keys >= it are empty */
+	uint64_t shared_gen;		/* pages written in a generation <= it
+					 * may be shared (block maps: the
+					 * volume's last_snapshot_generation) */
 	unsigned int height;
 	struct cow_node *root;		/* always loaded once opened */
 	size_t nr_nodes, nr_dirty;
@@ -87,6 +93,14 @@ struct cow_wpage {
  * change.  0 or -errno. */
 typedef int (*cow_alloc_page_t)(void *opaque, uint64_t *pbn);
 typedef int (*cow_ref_t)(void *opaque, uint64_t pbn, int delta);
+/*
+ * Release the old location of node n (level, first_key) that may be
+ * shared (old_gen <= the tree's shared_gen), given the page's content as
+ * last written (orig: its entries name its children).  0 or -errno.
+ */
+typedef int (*cow_release_t)(void *opaque, const struct cow_node *n,
+			     uint64_t old_pbn, uint64_t old_gen,
+			     const uint8_t *orig);
 
 void cow_tree_init(struct cow_tree *t, enum cow_tree_kind kind,
 		   const struct cow_meta *meta, uint64_t owner,
@@ -138,6 +152,12 @@ int cow_tree_seek_locked(struct cow_tree *t, GMutex *lock, uint64_t key,
 			 uint64_t end, bool want_used, uint64_t *found,
 			 struct cow_err *err);
 
+/* A leaf entry is about to change: when its page may be shared (written
+ * in a generation <= shared_gen), keep a copy of the content as last
+ * written, once per transaction.  Call before changing entries of a
+ * tree that has a shared_gen. */
+void cow_tree_will_change(struct cow_tree *t, struct cow_node *leaf);
+
 /* A leaf entry changed; used_delta is -1, 0 or +1: update used counts
  * and mark the path dirty. */
 void cow_tree_changed(struct cow_tree *t, struct cow_node *leaf,
@@ -161,13 +181,16 @@ void cow_tree_root_ptr(const struct cow_tree *t, struct cow_ptr *p);
 /*
  * Give every dirty, non-empty node a new location for generation gen
  * (copy-on-write: the old location gets ref(-1), the new one ref(+1));
- * dirty nodes that became empty lose their location (ref(-1)).  Nodes
- * already placed for gen keep theirs.  Repeats until no node needs one
- * (allocation may dirty more nodes of this very tree: the refcount
- * tree).  0 or the first -errno of alloc_page or ref.
+ * dirty nodes that became empty lose their location (ref(-1)).  With
+ * release set, an old location written in a generation <= shared_gen is
+ * given to release instead of ref(-1).  Nodes already placed for gen keep
+ * theirs.  Repeats until no node needs one (allocation may dirty more
+ * nodes of this very tree: the refcount tree).  0 or the first -errno of
+ * alloc_page, ref or release.
  */
 int cow_tree_assign(struct cow_tree *t, uint64_t gen,
-		    cow_alloc_page_t alloc_page, cow_ref_t ref, void *opaque);
+		    cow_alloc_page_t alloc_page, cow_ref_t ref,
+		    cow_release_t release, void *opaque);
 /* Encode every dirty node (all placed for gen) into page images appended
  * to out (a GArray of struct cow_wpage) and mark the tree clean. */
 void cow_tree_write(struct cow_tree *t, uint64_t gen, GArray *out);

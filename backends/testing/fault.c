@@ -499,3 +499,16 @@ struct backend *fault_backend_inner(struct backend *b)
 	g_assert(b->ops == &fault_backend_ops);
 	return f->inner;
 }
+
+struct backend *fault_backend_swap_inner(struct backend *b,
+					 struct backend *inner)
+{
+	struct fault *f = b->priv;
+	struct backend *old;
+
+	g_assert(b->ops == &fault_backend_ops);
+	old = f->inner;
+	f->inner = inner;
+	b->limits = inner->limits;
+	return old;
+}

@@ -102,5 +102,10 @@ void fault_backend_get_stats(struct backend *b, struct fault_stats *st);
 void fault_backend_reset_stats(struct backend *b);
 /* The wrapped backend (still owned by the fault backend). */
 struct backend *fault_backend_inner(struct backend *b);
+/* Put inner under b in place of the wrapped backend, which is returned
+ * (the caller owns it now); b's limits become inner's.  Only with no
+ * request in flight on b and none starting (the owner drained it). */
+struct backend *fault_backend_swap_inner(struct backend *b,
+					 struct backend *inner);
 
 #endif

@@ -5,7 +5,9 @@ stress: images -> dioloop mount --loop -> mkfs -> mount -> fio verify
   jobs + dioloop-fsx on a spare node + metaload + fstrim at once for the
   time given -> umount -> fsck -> mount -> the model and fio's data
   verified -> umount -> dioloop umount (daemon exits 0) -> fsck of the
-  image file -> the spare node's bytes = its image's.
+  image file -> the spare node's bytes = its image's.  An image file that
+  is not its own bytes (cow) is checked (`dioloop check`) and exported to
+  a raw file (`dioloop convert`) for both.
 crash: the same loads (not verified: they run until they fail) in rounds;
   each round kill -9 of the daemon at a random moment, umount -l, losetup
   -d, fusermount3 -u -z, remount, mount (log replay), umount, fsck,
@@ -74,6 +76,46 @@ class Combo:
         self.inner.mount(loops["fs.img"])
 
 
+def image_bytes(c, name):
+    """After dioloop umount: (path, None) with path a plain file holding
+    image name's logical bytes - the image itself (raw), or an export of
+    it (cow: after the image's own check passed) - or (None, problem)."""
+    path = os.path.join(c.src, name)
+    steps = []
+    if c.backend.check:
+        steps.append(c.backend.check(c.ctx, path))
+    if c.backend.export:
+        out = os.path.join(c.dir, "export-" + name)
+        if os.path.exists(out):
+            os.unlink(out)
+        steps.append(c.backend.export(c.ctx, path, out))
+        path = out
+    for argv in steps:
+        rc, text = c.ctx.res.run(argv, timeout=600)
+        if rc != 0:
+            last = [t for t in text.strip().splitlines() if t.strip()][-3:]
+            return None, "%s: status %d: %s" % (" ".join(argv), rc,
+                                                " | ".join(last))
+    return path, None
+
+
+def drop_export(c, path):
+    """Remove an export made by image_bytes (not the image itself)."""
+    if path and os.path.dirname(path) == c.dir:
+        os.unlink(path)
+
+
+def fsck_image(c, r):
+    """fsck of fs.img's bytes after dioloop umount; failures go to r."""
+    path, problem = image_bytes(c, "fs.img")
+    if not problem:
+        problem = c.inner.fsck(path, image=True)
+    drop_export(c, path)
+    if problem:
+        report.fail(r, "fsck of the image file after dioloop umount: " +
+                    problem)
+
+
 def run_workers(ctx, workers, deadline, r):
     """Start the workers, stop them at the deadline (or at the first
     failure), wait for them; failures go to r."""
@@ -124,10 +166,7 @@ def finish_rounds(c, r, t):
         return report.fail(r, problem)
     for problem in c.daemon.umount():
         report.fail(r, problem)
-    problem = c.inner.fsck(os.path.join(c.src, "fs.img"), image=True)
-    if problem:
-        report.fail(r, "fsck of the image file after dioloop umount: " +
-                    problem)
+    fsck_image(c, r)
     phase(r, "checks", t)
 
 
@@ -183,11 +222,14 @@ def run_stress(ctx, c, r):
     node_sha = sha_of(os.path.join(c.mnt, "fsx.img"))
     for problem in c.daemon.umount():
         report.fail(r, problem)
-    problem = c.inner.fsck(os.path.join(c.src, "fs.img"), image=True)
+    fsck_image(c, r)
+    path, problem = image_bytes(c, "fsx.img")
     if problem:
-        report.fail(r, "fsck of the image file after dioloop umount: " +
-                    problem)
-    img_sha = sha_of(os.path.join(c.src, "fsx.img"))
+        report.fail(r, "fsx.img after dioloop umount: " + problem)
+        img_sha = node_sha
+    else:
+        img_sha = sha_of(path)
+        drop_export(c, path)
     if img_sha != node_sha:
         report.fail(r, "fsx.img after dioloop umount: expected the bytes "
                     "its node had (sha256 %.12s), got sha256 %.12s" %

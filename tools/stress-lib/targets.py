@@ -12,12 +12,20 @@ import subprocess
 
 
 class Backend:
-    def __init__(self, name, probe, create, source=None, mount_opts=()):
+    def __init__(self, name, probe, create, source=None, mount_opts=(),
+                 export=None, check=None):
         self.name = name
         self.probe = probe              # probe(ctx) -> None, or why not
         self.create = create            # create(ctx, path, size) -> argv
         self.source = source or (lambda ctx, src_dir: src_dir)
         self.mount_opts = list(mount_opts)
+        # export(ctx, path, out) -> argv writing the image's logical bytes
+        # to the new plain file out, for an image file that is not its
+        # own bytes (None: it is, as a raw image).
+        self.export = export
+        # check(ctx, path) -> argv checking the image itself after the
+        # unmount, exit 0 when clean (None: nothing to check).
+        self.check = check
 
 
 def probe_create_format(fmt):
@@ -50,7 +58,10 @@ BACKENDS = {
     "cow": Backend("cow", probe=probe_create_format("cow"),
                    create=lambda ctx, path, size: [
                        ctx.dioloop, "create", "--format", "cow",
-                       "--size", size, path]),
+                       "--size", size, path],
+                   export=lambda ctx, path, out: [
+                       ctx.dioloop, "convert", "--format", "raw", path, out],
+                   check=lambda ctx, path: [ctx.dioloop, "check", path]),
     # nfs needs a server (nfs-ganesha) and an nfs:// SOURCE: its entry gets
     # start/stop hooks and a source() when the backend lands.
     "nfs": Backend("nfs", probe=not_yet("nfs"), create=create_raw),

@@ -1,0 +1,915 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Requests, pieces, READ/WRITE/COMMIT RPCs and the write-verifier rules
+ * of the nfs backend (see nfs_int.h).  Everything here runs on the
+ * service thread except dnfs_submit and dnfs_ctl_run, which only queue
+ * under d->lock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/nfs/nfs_int.h"
+
+#define DNFS_DEADLINE_SCAN_US (100 * 1000)
+
+static int64_t dnfs_now(void)
+{
+	return g_get_monotonic_time();
+}
+
+static struct rpc_context *dnfs_rpc(struct dnfs *d)
+{
+	return nfs_get_rpc_context(d->nfs);
+}
+
+/* An NFSv3 status as -errno. */
+static int dnfs_errno(int status)
+{
+	int err = nfsstat3_to_errno(status);
+
+	if (err > 0)
+		err = -err;
+	return err ? err : -EIO;
+}
+
+/* ---- submission (any thread) ---- */
+
+ssize_t dnfs_submit(struct dnfs *d, struct kiocb *iocb)
+{
+	size_t count = iov_iter_count(iocb->ki_iter), off;
+	uint64_t pos = iocb->ki_pos, size = atomic_load(&d->size);
+	bool write = iocb->ki_rw == DIOLOOP_WRITE;
+	bool sync_caller = is_sync_kiocb(iocb);
+	struct iov_iter it = *iocb->ki_iter;
+	struct dnfs_req *req;
+	uint32_t xfer;
+	ssize_t res;
+	GList *l;
+
+	if (count == 0)
+		return 0;
+	if (write) {
+		if (d->rdonly)
+			return -EROFS;
+		if (pos > (uint64_t)INT64_MAX || count > (uint64_t)INT64_MAX - pos)
+			return d->growable ? -EFBIG : -ENOSPC;
+		/* Block-device semantics: all or nothing past the end. */
+		if (!d->growable && pos + count > size)
+			return -ENOSPC;
+	} else {
+		if (pos >= size)
+			return 0;
+		if (count > size - pos)
+			count = (size_t)(size - pos);
+	}
+	/* It would wait for the thread it runs on. */
+	if (sync_caller && dnfs_on_service_thread(d))
+		return -EDEADLK;
+
+	req = g_new0(struct dnfs_req, 1);
+	req->d = d;
+	req->iocb = iocb;
+	req->write = write;
+	req->count = count;
+	req->end = pos + count;
+	req->sync_caller = sync_caller;
+	req->deadline_us = dnfs_now() + d->timeout_us;
+	xfer = atomic_load(write ? &d->wsize : &d->rsize);
+	for (off = 0; off < count; off += xfer) {
+		struct dnfs_piece *p = g_new0(struct dnfs_piece, 1);
+
+		p->d = d;
+		p->req = req;
+		p->write = write;
+		p->pos = pos + off;
+		p->len = (uint32_t)MIN((size_t)xfer, count - off);
+		p->iter_off = off;
+		p->qlink.data = p;
+		p->wlink.data = p;
+		if (write) {
+			p->data = g_malloc(p->len);
+			iov_iter_copy_to_buf(p->data, &it, p->len);
+		}
+		/* rlink: the request's unfinished pieces. */
+		g_queue_push_tail(&req->pieces, p);
+		req->pending++;
+	}
+
+	g_mutex_lock(&d->lock);
+	if (write)
+		for (l = req->pieces.head; l; l = l->next)
+			((struct dnfs_piece *)l->data)->seq =
+				atomic_fetch_add(&d->next_seq, 1) + 1;
+	req->next = NULL;
+	*d->sub_tail = req;
+	d->sub_tail = &req->next;
+	g_mutex_unlock(&d->lock);
+	dnfs_wake(d);
+	if (!sync_caller)
+		return -EIOCBQUEUED;	/* req may be gone already */
+
+	g_mutex_lock(&d->lock);
+	while (!req->done)
+		g_cond_wait(&d->cond, &d->lock);
+	res = req->res;
+	g_mutex_unlock(&d->lock);
+	g_free(req);
+	return res;
+}
+
+int dnfs_ctl_run(struct dnfs *d, struct dnfs_ctl *ctl)
+{
+	int err;
+
+	ctl->link.data = ctl;
+	ctl->deadline_us = dnfs_now() + d->timeout_us;
+	g_mutex_lock(&d->lock);
+	if (ctl->kind == DNFS_CTL_FLUSH)
+		ctl->seq = atomic_load(&d->next_seq);
+	ctl->next = NULL;
+	*d->ctl_tail = ctl;
+	d->ctl_tail = &ctl->next;
+	g_mutex_unlock(&d->lock);
+	dnfs_wake(d);
+	g_mutex_lock(&d->lock);
+	while (!ctl->done)
+		g_cond_wait(&d->cond, &d->lock);
+	err = ctl->err;
+	g_mutex_unlock(&d->lock);
+	return err;
+}
+
+/* ---- service thread: bookkeeping ---- */
+
+void dnfs_take_submissions(struct dnfs *d)
+{
+	struct dnfs_req *req;
+	struct dnfs_ctl *ctl;
+
+	g_mutex_lock(&d->lock);
+	req = d->sub_head;
+	ctl = d->ctl_head;
+	d->sub_head = NULL;
+	d->sub_tail = &d->sub_head;
+	d->ctl_head = NULL;
+	d->ctl_tail = &d->ctl_head;
+	g_mutex_unlock(&d->lock);
+	while (req) {
+		struct dnfs_req *next = req->next;
+		GList *l;
+
+		req->link.data = req;
+		g_queue_push_tail_link(&d->active, &req->link);
+		for (l = req->pieces.head; l; l = l->next) {
+			struct dnfs_piece *p = l->data;
+
+			p->state = DNFS_P_QUEUED;
+			g_queue_push_tail_link(&d->pending, &p->qlink);
+			if (p->write)
+				g_queue_push_tail_link(&d->writes, &p->wlink);
+		}
+		req = next;
+	}
+	while (ctl) {
+		struct dnfs_ctl *next = ctl->next;
+
+		g_queue_push_tail_link(&d->ctls, &ctl->link);
+		ctl = next;
+	}
+}
+
+bool dnfs_has_work(struct dnfs *d)
+{
+	return !g_queue_is_empty(&d->active) || !g_queue_is_empty(&d->ctls) ||
+	       d->retained || !g_queue_is_empty(&d->resend) ||
+	       !g_queue_is_empty(&d->inflight);
+}
+
+static void dnfs_set_retained(struct dnfs *d, int64_t delta)
+{
+	d->retained = (uint64_t)((int64_t)d->retained + delta);
+	atomic_store(&d->stats.retained, d->retained);
+}
+
+/* Free a piece that is on no queue but d->writes. */
+static void dnfs_piece_free(struct dnfs *d, struct dnfs_piece *p)
+{
+	if (p->write)
+		g_queue_unlink(&d->writes, &p->wlink);
+	g_free(p->data);
+	g_free(p);
+}
+
+/* Tell the caller: the request's last piece ended. */
+static void dnfs_req_complete(struct dnfs *d, struct dnfs_req *req)
+{
+	ssize_t res = req->err ? req->err : (ssize_t)req->count;
+	struct kiocb *iocb = req->iocb;
+
+	g_queue_unlink(&d->active, &req->link);
+	if (res > 0 && req->write && d->growable) {
+		uint64_t size = atomic_load(&d->size);
+
+		while (size < req->end &&
+		       !atomic_compare_exchange_weak(&d->size, &size, req->end))
+			;
+	}
+	if (req->sync_caller) {
+		g_mutex_lock(&d->lock);
+		req->res = res;
+		req->done = true;
+		g_cond_broadcast(&d->cond);
+		g_mutex_unlock(&d->lock);
+	} else {
+		g_free(req);
+		iocb->ki_complete(iocb, res);
+	}
+}
+
+/* One piece of req ended with err (0: fine); it leaves the request. */
+static void dnfs_req_piece_done(struct dnfs *d, struct dnfs_piece *p, int err)
+{
+	struct dnfs_req *req = p->req;
+
+	p->req = NULL;
+	if (!req)
+		return;
+	g_queue_remove(&req->pieces, p);
+	if (err && !req->err)
+		req->err = err;
+	if (--req->pending == 0)
+		dnfs_req_complete(d, req);
+}
+
+/* A piece's RPC is over: off d->inflight. */
+static void dnfs_piece_landed(struct dnfs *d, struct dnfs_piece *p)
+{
+	g_queue_unlink(&d->inflight, &p->qlink);
+	p->state = DNFS_P_QUEUED;
+	if (p->write && !p->resending)
+		d->user_writes_inflight--;
+	d->last_progress_us = dnfs_now();
+}
+
+/* Send the rest of a piece again, first (short transfer, or retry). */
+static void dnfs_piece_requeue(struct dnfs *d, struct dnfs_piece *p)
+{
+	p->state = DNFS_P_QUEUED;
+	if (p->resending)
+		g_queue_push_head_link(&d->resend, &p->qlink);
+	else
+		g_queue_push_head_link(&d->pending, &p->qlink);
+}
+
+/* The piece failed for good (an NFS error): the request hears err. */
+static void dnfs_piece_fail(struct dnfs *d, struct dnfs_piece *p, int err)
+{
+	if (p->resending) {
+		/* A retained write that cannot be sent again: flushes will
+		 * fail until it can; keep it. */
+		p->state = DNFS_P_WRITTEN;
+		p->verf_valid = false;
+		p->resending = false;
+		p->done_seq = ++d->done_counter;
+		dnfs_set_retained(d, p->len);
+		return;
+	}
+	dnfs_req_piece_done(d, p, err);
+	dnfs_piece_free(d, p);
+}
+
+/* Handle an RPC that did not get an NFS answer: back to the queue, and
+ * the connection is done for. */
+static void dnfs_rpc_lost(struct dnfs *d, struct dnfs_piece *p, int status,
+			  void *data)
+{
+	if (p->abandoned) {
+		dnfs_piece_free(d, p);
+	} else {
+		dnfs_piece_requeue(d, p);
+	}
+	if (!d->tearing_down)
+		dnfs_conn_broken(d, status == RPC_STATUS_ERROR && data ?
+					    (const char *)data :
+					    status == RPC_STATUS_TIMEOUT ? "timeout" :
+									   "cancelled");
+}
+
+/* True for NFS answers that mean "this connection/handle is no good". */
+static bool dnfs_status_reconnects(int status)
+{
+	return status == NFS3ERR_STALE || status == NFS3ERR_BADHANDLE;
+}
+
+/* ---- READ ---- */
+
+static void dnfs_read_cb(struct rpc_context *rpc, int status, void *data,
+			 void *priv)
+{
+	struct dnfs_piece *p = priv;
+	struct dnfs *d = p->d;
+	READ3res *res = data;
+	struct iov_iter it;
+	uint32_t n, want = p->len - p->done;
+
+	if (p->state != DNFS_P_INFLIGHT || p->gen != d->gen)
+		return;
+	dnfs_piece_landed(d, p);
+	if (status != RPC_STATUS_SUCCESS) {
+		dnfs_rpc_lost(d, p, status, data);
+		return;
+	}
+	if (p->abandoned) {
+		dnfs_piece_free(d, p);
+		return;
+	}
+	if (res->status != NFS3_OK) {
+		if (dnfs_status_reconnects(res->status)) {
+			dnfs_piece_requeue(d, p);
+			dnfs_conn_broken(d, dnfs_nfsstat_str(res->status));
+		} else if (res->status == NFS3ERR_JUKEBOX) {
+			dnfs_piece_requeue(d, p);
+		} else {
+			g_warning("%s: READ at %llu: %s", d->url.url,
+				  (unsigned long long)(p->pos + p->done),
+				  dnfs_nfsstat_str(res->status));
+			dnfs_piece_fail(d, p, dnfs_errno(res->status));
+		}
+		return;
+	}
+	n = MIN(res->READ3res_u.resok.count, res->READ3res_u.resok.data.data_len);
+	n = MIN(n, want);
+	it = *p->req->iocb->ki_iter;
+	iov_iter_advance(&it, p->iter_off + p->done);
+	iov_iter_copy_from_buf(&it, res->READ3res_u.resok.data.data_val, n);
+	p->done += n;
+	if (p->done < p->len) {
+		if (res->READ3res_u.resok.eof) {
+			/* Past the server's end of file: zeros. */
+			iov_iter_zero(&it, p->len - p->done);
+		} else if (n == 0) {
+			g_warning("%s: READ at %llu: empty answer before EOF",
+				  d->url.url,
+				  (unsigned long long)(p->pos + p->done));
+			dnfs_piece_fail(d, p, -EIO);
+			return;
+		} else {
+			dnfs_piece_requeue(d, p);
+			return;
+		}
+	}
+	dnfs_req_piece_done(d, p, 0);
+	dnfs_piece_free(d, p);
+}
+
+/* ---- WRITE ---- */
+
+static void dnfs_write_cb(struct rpc_context *rpc, int status, void *data,
+			  void *priv)
+{
+	struct dnfs_piece *p = priv;
+	struct dnfs *d = p->d;
+	WRITE3res *res = data;
+	WRITE3resok *ok;
+	bool was_resend;
+
+	if (p->state != DNFS_P_INFLIGHT || p->gen != d->gen)
+		return;
+	dnfs_piece_landed(d, p);
+	if (status != RPC_STATUS_SUCCESS) {
+		dnfs_rpc_lost(d, p, status, data);
+		return;
+	}
+	if (p->abandoned) {
+		dnfs_piece_free(d, p);
+		return;
+	}
+	if (res->status != NFS3_OK) {
+		if (dnfs_status_reconnects(res->status)) {
+			dnfs_piece_requeue(d, p);
+			dnfs_conn_broken(d, dnfs_nfsstat_str(res->status));
+		} else if (res->status == NFS3ERR_JUKEBOX) {
+			dnfs_piece_requeue(d, p);
+		} else {
+			g_warning("%s: WRITE at %llu: %s", d->url.url,
+				  (unsigned long long)(p->pos + p->done),
+				  dnfs_nfsstat_str(res->status));
+			dnfs_piece_fail(d, p, dnfs_errno(res->status));
+		}
+		return;
+	}
+	ok = &res->WRITE3res_u.resok;
+	if (ok->count == 0 || ok->count > p->len - p->done) {
+		g_warning("%s: WRITE at %llu: the server took %u bytes",
+			  d->url.url, (unsigned long long)(p->pos + p->done),
+			  ok->count);
+		dnfs_piece_fail(d, p, -EIO);
+		return;
+	}
+	if (p->done == 0) {
+		memcpy(p->verf, ok->verf, sizeof(p->verf));
+		p->verf_valid = true;
+	} else if (memcmp(p->verf, ok->verf, sizeof(p->verf))) {
+		p->verf_valid = false;
+	}
+	/* A new verifier: check the older writes soon. */
+	if (d->verf_known && memcmp(d->verf, ok->verf, sizeof(d->verf)))
+		d->commit_wanted = true;
+	memcpy(d->verf, ok->verf, sizeof(d->verf));
+	d->verf_known = true;
+	p->done += ok->count;
+	if (p->done < p->len) {
+		dnfs_piece_requeue(d, p);
+		return;
+	}
+	was_resend = p->resending;
+	p->resending = false;
+	p->done = 0;
+	if (ok->committed != UNSTABLE && !d->quiesce && !was_resend &&
+	    p->verf_valid) {
+		/* FILE_SYNC (or DATA_SYNC): durable now. */
+		dnfs_req_piece_done(d, p, 0);
+		dnfs_piece_free(d, p);
+		return;
+	}
+	p->done_seq = ++d->done_counter;
+	if (d->quiesce && !was_resend) {
+		/* A new write answered while resending may be older than
+		 * what is being sent again: it goes again too, in order. */
+		p->resending = true;
+		g_queue_push_tail_link(&d->resend, &p->qlink);
+	} else {
+		p->state = DNFS_P_WRITTEN;
+		dnfs_set_retained(d, p->len);
+	}
+	dnfs_req_piece_done(d, p, 0);
+}
+
+/* ---- COMMIT ---- */
+
+/* Fail every flush waiting with err. */
+static void dnfs_fail_flushes(struct dnfs *d, int err)
+{
+	GList *l = d->ctls.head;
+
+	while (l) {
+		struct dnfs_ctl *ctl = l->data;
+
+		l = l->next;
+		if (ctl->kind != DNFS_CTL_FLUSH)
+			continue;
+		g_queue_unlink(&d->ctls, &ctl->link);
+		g_mutex_lock(&d->lock);
+		ctl->err = err;
+		ctl->done = true;
+		g_cond_broadcast(&d->cond);
+		g_mutex_unlock(&d->lock);
+	}
+}
+
+static gint dnfs_seq_cmp(gconstpointer a, gconstpointer b, gpointer unused)
+{
+	const struct dnfs_piece *pa = a, *pb = b;
+
+	return pa->seq < pb->seq ? -1 : pa->seq > pb->seq;
+}
+
+/* The verifier changed: send every retained write again, in order. */
+static void dnfs_start_resend(struct dnfs *d)
+{
+	uint64_t n = 0, bytes = 0;
+	GList *l;
+
+	atomic_fetch_add(&d->stats.verifier_changes, 1);
+	d->quiesce = true;
+	for (l = d->writes.head; l; l = l->next) {
+		struct dnfs_piece *p = l->data;
+
+		if (p->state != DNFS_P_WRITTEN)
+			continue;
+		p->state = DNFS_P_QUEUED;
+		p->resending = true;
+		p->done = 0;
+		dnfs_set_retained(d, -(int64_t)p->len);
+		g_queue_push_tail_link(&d->resend, &p->qlink);
+		n++;
+		bytes += p->len;
+	}
+	g_warning("%s: the server's write verifier changed (it restarted?): sending %llu uncommitted writes (%llu bytes) again",
+		  d->url.url, (unsigned long long)n, (unsigned long long)bytes);
+}
+
+static void dnfs_commit_cb(struct rpc_context *rpc, int status, void *data,
+			   void *priv)
+{
+	struct dnfs *d = priv;
+	COMMIT3res *res = data;
+	const char *verf;
+	bool mismatch = false;
+	GList *l;
+
+	if (!d->commit_inflight || d->commit_gen != d->gen)
+		return;
+	d->commit_inflight = false;
+	d->last_progress_us = dnfs_now();
+	if (status != RPC_STATUS_SUCCESS) {
+		if (!d->tearing_down)
+			dnfs_conn_broken(d, status == RPC_STATUS_ERROR && data ?
+					 (const char *)data : "COMMIT lost");
+		return;
+	}
+	if (res->status != NFS3_OK) {
+		if (dnfs_status_reconnects(res->status)) {
+			dnfs_conn_broken(d, dnfs_nfsstat_str(res->status));
+		} else if (res->status != NFS3ERR_JUKEBOX) {
+			g_warning("%s: COMMIT: %s", d->url.url,
+				  dnfs_nfsstat_str(res->status));
+			dnfs_fail_flushes(d, dnfs_errno(res->status));
+		}
+		return;
+	}
+	atomic_fetch_add(&d->stats.commits, 1);
+	verf = res->COMMIT3res_u.resok.verf;
+	for (l = d->writes.head; l && !mismatch; l = l->next) {
+		struct dnfs_piece *p = l->data;
+
+		if (p->state == DNFS_P_WRITTEN && p->done_seq <= d->commit_mark)
+			mismatch = !p->verf_valid ||
+				   memcmp(p->verf, verf, sizeof(p->verf));
+	}
+	memcpy(d->verf, verf, sizeof(d->verf));
+	d->verf_known = true;
+	if (mismatch) {
+		dnfs_start_resend(d);
+		return;
+	}
+	l = d->writes.head;
+	while (l) {
+		struct dnfs_piece *p = l->data;
+
+		l = l->next;
+		if (p->state == DNFS_P_WRITTEN && p->done_seq <= d->commit_mark) {
+			dnfs_set_retained(d, -(int64_t)p->len);
+			dnfs_piece_free(d, p);
+		}
+	}
+}
+
+/* ---- GETATTR / SETATTR for info and resize ---- */
+
+static struct dnfs_ctl *dnfs_ctl_inflight(struct dnfs *d)
+{
+	GList *l;
+
+	for (l = d->ctls.head; l; l = l->next) {
+		struct dnfs_ctl *ctl = l->data;
+
+		if (ctl->inflight && ctl->gen == d->gen)
+			return ctl;
+	}
+	return NULL;
+}
+
+static void dnfs_ctl_done(struct dnfs *d, struct dnfs_ctl *ctl, int err)
+{
+	g_queue_unlink(&d->ctls, &ctl->link);
+	g_mutex_lock(&d->lock);
+	ctl->err = err;
+	ctl->done = true;
+	g_cond_broadcast(&d->cond);
+	g_mutex_unlock(&d->lock);
+}
+
+static void dnfs_ctl_cb(int err, struct nfs_context *nfs, void *data,
+			void *priv)
+{
+	struct dnfs *d = priv;
+	struct dnfs_ctl *ctl;
+
+	if (d->tearing_down || nfs != d->nfs)
+		return;
+	d->ctl_rpc = false;
+	ctl = dnfs_ctl_inflight(d);
+	if (!ctl)
+		return;
+	ctl->inflight = false;
+	d->last_progress_us = dnfs_now();
+	if (err == -EAGAIN || err == -ESTALE || err == -ECONNRESET ||
+	    err == -EPIPE || err == -ENOTCONN) {
+		dnfs_conn_broken(d, data);
+		return;
+	}
+	if (err) {
+		g_warning("%s: %s: %s", d->url.url,
+			  ctl->kind == DNFS_CTL_GETATTR ? "GETATTR" : "SETATTR",
+			  data ? (const char *)data : g_strerror(-err));
+		dnfs_ctl_done(d, ctl, err < 0 ? err : -EIO);
+		return;
+	}
+	if (ctl->kind == DNFS_CTL_GETATTR) {
+		const struct nfs_stat_64 *st = data;
+
+		ctl->size = st->nfs_size;
+		ctl->used = st->nfs_used;
+	}
+	dnfs_ctl_done(d, ctl, 0);
+}
+
+/* ---- sending ---- */
+
+static void dnfs_send(struct dnfs *d, struct dnfs_piece *p, GQueue *from)
+{
+	uint32_t want = p->len - p->done;
+	int64_t now = dnfs_now();
+	int rc;
+
+	want = MIN(want, atomic_load(p->write ? &d->wsize : &d->rsize));
+	g_queue_unlink(from, &p->qlink);
+	if (g_queue_is_empty(&d->inflight) && !d->commit_inflight)
+		d->last_progress_us = now;
+	g_queue_push_tail_link(&d->inflight, &p->qlink);
+	p->state = DNFS_P_INFLIGHT;
+	p->gen = d->gen;
+	p->sent_us = now;
+	atomic_fetch_add(&d->stats.rpcs, 1);
+	if (p->write) {
+		WRITE3args a = {
+			.file = { .data = { d->fh_len, d->fh } },
+			.offset = p->pos + p->done,
+			.count = want,
+			.stable = d->sync ? FILE_SYNC : UNSTABLE,
+			.data = { want, p->data + p->done },
+		};
+
+		if (p->resending) {
+			if (p->done == 0) {
+				atomic_fetch_add(&d->stats.resent_writes, 1);
+				atomic_fetch_add(&d->stats.resent_bytes, p->len);
+			}
+		} else {
+			d->user_writes_inflight++;
+		}
+		rc = rpc_nfs3_write_async(dnfs_rpc(d), dnfs_write_cb, &a, p);
+	} else {
+		READ3args a = {
+			.file = { .data = { d->fh_len, d->fh } },
+			.offset = p->pos + p->done,
+			.count = want,
+		};
+
+		rc = rpc_nfs3_read_async(dnfs_rpc(d), dnfs_read_cb, &a, p);
+	}
+	/* Not queued: the loop tears down and the piece goes back. */
+	if (rc < 0)
+		dnfs_conn_broken(d, rpc_get_error(dnfs_rpc(d)));
+}
+
+/* True if a resent write in flight overlaps p. */
+static bool dnfs_resend_overlaps(struct dnfs *d, const struct dnfs_piece *p)
+{
+	GList *l;
+
+	for (l = d->inflight.head; l; l = l->next) {
+		const struct dnfs_piece *q = l->data;
+
+		if (q->write && q->resending && q->pos < p->pos + p->len &&
+		    p->pos < q->pos + q->len)
+			return true;
+	}
+	return false;
+}
+
+/* Send resends: only once no new write is in flight, in sequence order,
+ * each after any overlapping earlier one was answered. */
+static void dnfs_issue_resends(struct dnfs *d)
+{
+	GList *l;
+	bool any = false;
+
+	if (d->user_writes_inflight || d->commit_inflight)
+		return;
+	for (l = d->inflight.head; l; l = l->next)
+		any |= ((struct dnfs_piece *)l->data)->resending;
+	if (!any)
+		g_queue_sort(&d->resend, dnfs_seq_cmp, NULL);
+	while (!g_queue_is_empty(&d->resend) && !d->broken &&
+	       g_queue_get_length(&d->inflight) < DNFS_MAX_INFLIGHT) {
+		struct dnfs_piece *p = d->resend.head->data;
+
+		if (dnfs_resend_overlaps(d, p))
+			return;
+		dnfs_send(d, p, &d->resend);
+	}
+	if (g_queue_is_empty(&d->resend)) {
+		for (l = d->inflight.head; l; l = l->next)
+			if (((struct dnfs_piece *)l->data)->resending)
+				return;
+		/* All sent again and answered: COMMIT them. */
+		d->quiesce = false;
+		d->commit_wanted = true;
+	}
+}
+
+/* Flushes whose writes are all committed (or failed) are done. */
+void dnfs_finish_flushes(struct dnfs *d)
+{
+	const struct dnfs_piece *head = d->writes.head ? d->writes.head->data :
+							 NULL;
+	GList *l = d->ctls.head;
+
+	while (l) {
+		struct dnfs_ctl *ctl = l->data;
+
+		l = l->next;
+		if (ctl->kind == DNFS_CTL_FLUSH && (!head || head->seq > ctl->seq))
+			dnfs_ctl_done(d, ctl, 0);
+	}
+}
+
+/* Start a COMMIT round when one is due and something is retained. */
+static void dnfs_maybe_commit(struct dnfs *d)
+{
+	bool flush = false;
+	GList *l;
+	COMMIT3args a = { .file = { .data = { d->fh_len, d->fh } } };
+
+	if (d->commit_inflight || d->quiesce)
+		return;
+	for (l = d->ctls.head; l && !flush; l = l->next)
+		flush = ((struct dnfs_ctl *)l->data)->kind == DNFS_CTL_FLUSH;
+	if (!flush && !d->commit_wanted && d->retained < DNFS_RETAIN_COMMIT)
+		return;
+	d->commit_wanted = false;
+	if (!d->retained)
+		return;
+	if (g_queue_is_empty(&d->inflight))
+		d->last_progress_us = dnfs_now();
+	d->commit_inflight = true;
+	d->commit_gen = d->gen;
+	d->commit_mark = d->done_counter;
+	atomic_fetch_add(&d->stats.rpcs, 1);
+	if (rpc_nfs3_commit_async(dnfs_rpc(d), dnfs_commit_cb, &a, d) < 0) {
+		d->commit_inflight = false;
+		dnfs_conn_broken(d, rpc_get_error(dnfs_rpc(d)));
+	}
+}
+
+/* GETATTR / SETATTR, one at a time. */
+static void dnfs_issue_ctls(struct dnfs *d)
+{
+	GList *l;
+	int rc;
+
+	if (d->ctl_rpc)
+		return;
+	for (l = d->ctls.head; l; l = l->next) {
+		struct dnfs_ctl *ctl = l->data;
+
+		if (ctl->kind == DNFS_CTL_FLUSH)
+			continue;
+		ctl->inflight = true;
+		ctl->gen = d->gen;
+		if (g_queue_is_empty(&d->inflight))
+			d->last_progress_us = dnfs_now();
+		if (ctl->kind == DNFS_CTL_GETATTR)
+			rc = nfs_fstat64_async(d->nfs, d->nfsfh, dnfs_ctl_cb, d);
+		else
+			rc = nfs_ftruncate_async(d->nfs, d->nfsfh, ctl->size,
+						 dnfs_ctl_cb, d);
+		if (rc < 0) {
+			ctl->inflight = false;
+			dnfs_conn_broken(d, nfs_get_error(d->nfs));
+		} else {
+			d->ctl_rpc = true;
+		}
+		return;
+	}
+}
+
+void dnfs_issue(struct dnfs *d)
+{
+	if (d->quiesce)
+		dnfs_issue_resends(d);
+	while (!g_queue_is_empty(&d->pending) && !d->broken &&
+	       g_queue_get_length(&d->inflight) < DNFS_MAX_INFLIGHT) {
+		struct dnfs_piece *p = d->pending.head->data;
+
+		if (p->write && (d->quiesce || d->retained >= DNFS_RETAIN_MAX)) {
+			d->commit_wanted = true;
+			break;
+		}
+		dnfs_send(d, p, &d->pending);
+	}
+	if (!d->broken)
+		dnfs_maybe_commit(d);
+	dnfs_finish_flushes(d);
+	if (!d->broken)
+		dnfs_issue_ctls(d);
+}
+
+void dnfs_ready(struct dnfs *d)
+{
+	/* Writes retained across the outage: see whether the verifier
+	 * still holds, now rather than at the next flush. */
+	if (d->retained || !g_queue_is_empty(&d->resend))
+		d->commit_wanted = true;
+}
+
+void dnfs_requeue_inflight(struct dnfs *d)
+{
+	GList *l;
+
+	/* Back to the front, in their order. */
+	while ((l = d->inflight.tail)) {
+		struct dnfs_piece *p = l->data;
+
+		dnfs_piece_landed(d, p);
+		if (p->abandoned)
+			dnfs_piece_free(d, p);
+		else
+			dnfs_piece_requeue(d, p);
+	}
+	d->commit_inflight = false;
+	d->ctl_rpc = false;
+	for (l = d->ctls.head; l; l = l->next)
+		((struct dnfs_ctl *)l->data)->inflight = false;
+}
+
+/* Give up on a request: -EIO now; its RPCs in flight end unheard. */
+static void dnfs_req_timeout(struct dnfs *d, struct dnfs_req *req)
+{
+	GList *l;
+
+	atomic_fetch_add(&d->stats.timeouts, 1);
+	while ((l = req->pieces.head)) {
+		struct dnfs_piece *p = l->data;
+
+		g_queue_delete_link(&req->pieces, l);
+		p->req = NULL;
+		req->pending--;
+		if (p->state == DNFS_P_INFLIGHT) {
+			p->abandoned = true;
+		} else {
+			g_queue_unlink(&d->pending, &p->qlink);
+			dnfs_piece_free(d, p);
+		}
+	}
+	if (!req->err)
+		req->err = -EIO;
+	g_assert(req->pending == 0);
+	dnfs_req_complete(d, req);
+}
+
+void dnfs_check_deadlines(struct dnfs *d, int64_t now, bool force)
+{
+	unsigned int failed = 0;
+	GList *l;
+
+	if (!force && now - d->last_deadline_scan_us < DNFS_DEADLINE_SCAN_US)
+		return;
+	d->last_deadline_scan_us = now;
+	l = d->active.head;
+	while (l) {
+		struct dnfs_req *req = l->data;
+
+		l = l->next;
+		if (force || now >= req->deadline_us) {
+			dnfs_req_timeout(d, req);
+			failed++;
+		}
+	}
+	l = d->ctls.head;
+	while (l) {
+		struct dnfs_ctl *ctl = l->data;
+
+		l = l->next;
+		if (force || now >= ctl->deadline_us) {
+			ctl->inflight = false;
+			dnfs_ctl_done(d, ctl, -EIO);
+			failed++;
+		}
+	}
+	if (failed)
+		g_warning("%s: %u requests failed with EIO: no answer from the server within %us",
+			  d->url.url, failed, d->url.timeout_s);
+}
+
+void dnfs_free_pieces(struct dnfs *d)
+{
+	GList *l;
+
+	g_assert(g_queue_is_empty(&d->inflight));
+	while ((l = d->pending.head)) {
+		g_queue_unlink(&d->pending, l);
+		dnfs_piece_free(d, l->data);
+	}
+	while ((l = d->resend.head)) {
+		g_queue_unlink(&d->resend, l);
+		dnfs_piece_free(d, l->data);
+	}
+	while ((l = d->writes.head))
+		dnfs_piece_free(d, l->data);
+	d->retained = 0;
+}

@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dioloop convert: copy an image (raw, cow, a cow volume IMAGE@VOLUME, or
+ * anything backend_open serves) into a new image of either format.
+ * Sparse: holes of the source (backend_map) and all-zero blocks are not
+ * written, so they stay holes in the new image (like qemu-img convert).
+ * Data moves in large aligned chunks through backend_pread/pwrite; the
+ * new image is flushed at the end and removed again on failure.  A
+ * command-line process: one thread.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "backends/cow/cow.h"
+#include "backends/cow/format.h"
+#include "fusefs/commands.h"
+#include "fusefs/ctl_client.h"
+#include "fusefs/imagelock.h"
+#include "fusefs/progress.h"
+#include "fusefs/remote.h"
+
+#define CONVERT_CHUNK ((size_t)4 << 20)
+#define CONVERT_ALIGN ((size_t)4096)
+#define ZERO_GRAIN ((size_t)4096)	/* all-zero runs are skipped in these */
+
+struct convert {
+	struct backend *src, *dst;
+	uint64_t size;			/* bytes to copy */
+	uint8_t *buf;			/* CONVERT_CHUNK, aligned */
+	struct dioloop_progress bar;
+	uint64_t written;		/* bytes written to dst */
+};
+
+/* True when len bytes at p are all zero. */
+static bool is_zero(const uint8_t *p, size_t len)
+{
+	return len == 0 || (p[0] == 0 && memcmp(p, p + 1, len - 1) == 0);
+}
+
+/* Write the runs of buf (len bytes of the source at pos) that are not
+ * all zeros: 0 or -errno. */
+static int write_nonzero(struct convert *c, size_t len, uint64_t pos)
+{
+	size_t off = 0, start, grain;
+	ssize_t n;
+
+	while (off < len) {
+		/* Skip zero grains, then gather a run of data grains. */
+		grain = MIN(ZERO_GRAIN, len - off);
+		if (is_zero(c->buf + off, grain)) {
+			off += grain;
+			continue;
+		}
+		start = off;
+		while (off < len) {
+			grain = MIN(ZERO_GRAIN, len - off);
+			if (is_zero(c->buf + off, grain))
+				break;
+			off += grain;
+		}
+		n = backend_pwrite(c->dst, c->buf + start, off - start,
+				   pos + start);
+		if (n < 0)
+			return (int)n;
+		if ((size_t)n != off - start)
+			return -EIO;
+		c->written += off - start;
+	}
+	return 0;
+}
+
+/* Copy every data extent of src into dst: 0 or -errno, *what saying
+ * which side failed. */
+static int copy_data(struct convert *c, const char **what)
+{
+	struct backend_extent ext;
+	uint64_t pos = 0;
+	ssize_t n;
+	int ret;
+
+	while (pos < c->size) {
+		size_t len = (size_t)MIN((uint64_t)CONVERT_CHUNK, c->size - pos);
+
+		*what = "reading";
+		ret = backend_map(c->src, pos, len, &ext);
+		if (ret < 0)
+			return ret;
+		len = (size_t)MIN((uint64_t)len, ext.len);
+		if (!ext.hole) {
+			n = backend_pread(c->src, c->buf, len, pos);
+			if (n < 0)
+				return (int)n;
+			if ((size_t)n < len)
+				return -EIO;	/* the source shrank */
+			*what = "writing";
+			ret = write_nonzero(c, len, pos);
+			if (ret < 0)
+				return ret;
+		}
+		pos += len;
+		dioloop_progress_update(&c->bar, pos);
+	}
+	*what = "flushing";
+	return backend_flush(c->dst);
+}
+
+/*
+ * Whether SRC may be read while its image lock is held by a writer: only
+ * a cow snapshot, which nothing changes.  b: SRC opened read-only.
+ */
+static bool is_cow_snapshot(struct backend *b, const char *volume)
+{
+	GArray *vols;
+	bool snap = false;
+	guint i;
+
+	if (!volume || !volume[0])
+		return false;
+	vols = g_array_new(FALSE, TRUE, sizeof(struct cow_volume_info));
+	if (cow_list_volumes(b, vols) == 0)
+		for (i = 0; i < vols->len; i++) {
+			const struct cow_volume_info *v = &g_array_index(
+				vols, struct cow_volume_info, i);
+
+			if (!strcmp(v->name, volume))
+				snap = v->snapshot;
+		}
+	g_array_free(vols, TRUE);
+	return snap;
+}
+
+/* Take the image lock of a local file path: 0 with *fd (-1: nothing to
+ * lock), or -errno after a message. */
+static int lock_path(const char *path, bool readonly, int *fd,
+		     char **holder)
+{
+	g_autofree char *dir = g_path_get_dirname(path);
+	g_autofree char *name = g_path_get_basename(path);
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret;
+
+	*fd = -1;
+	*holder = NULL;
+	if (dirfd < 0)
+		return -errno;
+	ret = dioloop_image_lock(dirfd, name, &readonly, fd, holder);
+	close(dirfd);
+	return ret;
+}
+
+/* Open SRC read-only under a read lock (a cow snapshot also without
+ * it): 0, or the exit status after a message. */
+static int open_source(struct dioloop_image_ref *ref, struct backend **b,
+		       const char **type, int *lock_fd)
+{
+	g_autofree char *why = NULL, *holder = NULL;
+	bool busy = false;
+	int ret;
+
+	*lock_fd = -1;
+	if (ref->image && !strstr(ref->image, "://")) {
+		ret = lock_path(ref->image, true, lock_fd, &holder);
+		if (ret == -EBUSY)
+			busy = true;
+		else if (ret < 0 && ret != -ENOENT) {
+			dioloop_err("convert: %s: %s", ref->image,
+				    g_strerror(-ret));
+			return DIOLOOP_EXIT_FAIL;
+		}
+	}
+	ret = dioloop_image_ref_open(ref, BACKEND_OPEN_RDONLY, b, type, &why);
+	if (ret < 0) {
+		dioloop_err("convert: %s", why);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	if (busy && !(!strcmp(*type, "cow") && is_cow_snapshot(*b, ref->volume))) {
+		dioloop_err("convert: %s is in use by %s: unmount it, or take a "
+			    "snapshot and convert IMAGE@SNAPSHOT", ref->image,
+			    holder);
+		backend_close(*b);
+		*b = NULL;
+		return DIOLOOP_EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* The part of an nfs:// URL before its options. */
+static char *url_without_options(const char *url)
+{
+	return g_strndup(url, strcspn(url, "?"));
+}
+
+/* Make way for an nfs:// DST (no local image lock: the server's file is
+ * not ours to lock): false after a message (*status: exit status). */
+static bool prepare_nfs_dst(const char *dst,
+			    const struct dioloop_image_ref *src, bool force,
+			    int *status)
+{
+	g_autofree char *why = NULL, *a = NULL, *b = NULL;
+
+	if (dioloop_nfs_check_url("convert", dst, true, &why) < 0) {
+		dioloop_err("convert: %s", why);
+		*status = DIOLOOP_EXIT_USAGE;
+		return false;
+	}
+	a = url_without_options(dst);
+	b = src->image ? url_without_options(src->image) : NULL;
+	if (b && !strcmp(a, b)) {
+		dioloop_err("convert: DST %s is the source image", dst);
+		*status = DIOLOOP_EXIT_USAGE;
+		return false;
+	}
+	/* Without --force the create below refuses an existing file. */
+	if (force) {
+		int ret = dioloop_nfs_image_remove(dst);
+
+		if (ret < 0 && ret != -ENOENT)
+			return false;
+	}
+	return true;
+}
+
+/* Make way for DST: false after a message (*status: exit status). */
+static bool prepare_dst(const char *dst, const struct dioloop_image_ref *src,
+			bool force, int *lock_fd, int *status)
+{
+	g_autofree char *holder = NULL;
+	struct stat st, sst;
+	int ret;
+
+	*lock_fd = -1;
+	*status = DIOLOOP_EXIT_FAIL;
+	if (dioloop_is_nfs_url(dst))
+		return prepare_nfs_dst(dst, src, force, status);
+	if (strstr(dst, "://")) {
+		dioloop_err("convert: %s: new images are made on local files "
+			    "or nfs:// URLs only", dst);
+		*status = DIOLOOP_EXIT_USAGE;
+		return false;
+	}
+	if (lstat(dst, &st) < 0) {
+		if (errno == ENOENT)
+			return true;
+		dioloop_err("convert: %s: %s", dst, g_strerror(errno));
+		return false;
+	}
+	if (src->image && stat(src->image, &sst) == 0 && stat(dst, &st) == 0 &&
+	    st.st_dev == sst.st_dev && st.st_ino == sst.st_ino) {
+		dioloop_err("convert: DST %s is the source image", dst);
+		*status = DIOLOOP_EXIT_USAGE;
+		return false;
+	}
+	if (!force) {
+		dioloop_err("convert: %s exists (--force replaces it)", dst);
+		return false;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		dioloop_err("convert: %s is not a regular file", dst);
+		return false;
+	}
+	ret = lock_path(dst, false, lock_fd, &holder);
+	if (ret < 0) {
+		dioloop_err("convert: %s: %s", dst, ret == -EBUSY ?
+			    "in use (by a mount?); not replaced" :
+			    g_strerror(-ret));
+		return false;
+	}
+	if (unlink(dst) < 0) {
+		dioloop_err("convert: %s: %s", dst, g_strerror(errno));
+		return false;
+	}
+	return true;
+}
+
+int dioloop_cmd_convert(int argc, char **argv)
+{
+	gboolean progress = FALSE, force = FALSE;
+	g_autofree char *format = NULL, *csum = NULL, *why = NULL;
+	GOptionEntry entries[] = {
+		{ "format", 'f', 0, G_OPTION_ARG_STRING, &format,
+		  "format of DST: raw or cow (default: the format of SRC)",
+		  "FORMAT" },
+		{ "csum", 0, 0, G_OPTION_ARG_STRING, &csum,
+		  "data checksum of a cow DST: crc32c (default) or xxhash64",
+		  "TYPE" },
+		{ "progress", 'p', 0, G_OPTION_ARG_NONE, &progress,
+		  "draw the progress bar even when stderr is no terminal",
+		  NULL },
+		{ "force", 0, 0, G_OPTION_ARG_NONE, &force,
+		  "replace DST if it exists", NULL },
+		{ NULL },
+	};
+	struct convert c = { 0 };
+	struct dioloop_image_ref ref;
+	const char *src_type, *dst_type, *what = "";
+	int src_lock = -1, dst_lock = -1, ret, status = DIOLOOP_EXIT_FAIL;
+	uint8_t csum_type = 0;
+	bool created = false;
+	int64_t size;
+
+	if (!dioloop_parse_args("convert", "SRC DST",
+				"Copy the image SRC (raw, cow, or a cow volume "
+				"IMAGE@VOLUME) into the new image DST, raw or "
+				"cow; either may be an nfs:// URL (raw).  Sparse: holes and all-zero blocks are "
+				"not written.  A progress bar when stderr is a "
+				"terminal (or with -p).", entries, &argc, &argv))
+		return DIOLOOP_EXIT_USAGE;
+	if (argc != 3) {
+		dioloop_err("convert: expected SRC and DST, got %d arguments",
+			    argc - 1);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (!dioloop_parse_format("convert", format, NULL, &csum_type))
+		return DIOLOOP_EXIT_USAGE;
+	if (csum && !(csum_type = cow_csum_parse(csum))) {
+		dioloop_err("convert: bad --csum '%s': known checksums: crc32c, "
+			    "xxhash64", csum);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	dioloop_cli_logs("convert");
+	if (dioloop_image_ref_resolve(argv[1], &ref, &why) < 0) {
+		dioloop_err("convert: %s", why);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	ret = open_source(&ref, &c.src, &src_type, &src_lock);
+	if (ret) {
+		status = ret;
+		goto out;
+	}
+	dst_type = format ? format : !strcmp(src_type, "cow") ? "cow" : "raw";
+	if (dioloop_is_nfs_url(argv[2])) {
+		/* Images on NFS are raw, served by the nfs backend. */
+		if (format && strcmp(format, "raw")) {
+			dioloop_err("convert: %s: cow images on nfs:// are not "
+				    "supported (raw only)", argv[2]);
+			status = DIOLOOP_EXIT_USAGE;
+			goto out;
+		}
+		dst_type = "raw";
+	}
+	if (csum && strcmp(dst_type, "cow")) {
+		dioloop_err("convert: --csum '%s' needs a cow DST (--format "
+			    "cow)", csum);
+		status = DIOLOOP_EXIT_USAGE;
+		goto out;
+	}
+	size = backend_get_size(c.src);
+	if (size < 0) {
+		dioloop_err("convert: %s: %s", argv[1], g_strerror((int)-size));
+		goto out;
+	}
+	c.size = (uint64_t)size;
+	if (!prepare_dst(argv[2], &ref, force, &dst_lock, &status))
+		goto out;
+	status = DIOLOOP_EXIT_FAIL;
+	if (!strcmp(dst_type, "cow") && (c.size == 0 || c.size % COW_BLOCK_SIZE)) {
+		uint64_t cow_size = MAX(COW_BLOCK_SIZE, (c.size + COW_BLOCK_SIZE - 1) &
+					~(uint64_t)(COW_BLOCK_SIZE - 1));
+
+		dioloop_err("convert: %s: cow images are whole 4 KiB blocks: "
+			    "%" PRIu64 " bytes (%" PRIu64 " zeros added)",
+			    argv[2], cow_size, cow_size - c.size);
+		ret = dioloop_image_create(argv[2], dst_type, csum_type,
+					   cow_size, &why);
+	} else {
+		g_clear_pointer(&why, g_free);
+		ret = dioloop_image_create(argv[2], dst_type, csum_type, c.size,
+					   &why);
+	}
+	if (ret < 0) {
+		dioloop_err("convert: %s", why);
+		goto out;
+	}
+	created = true;
+	{
+		struct backend_open_args args = { .path = argv[2] };
+
+		ret = backend_open(dioloop_is_nfs_url(argv[2]) ? "nfs" :
+				   dst_type, &args, &c.dst);
+	}
+	if (ret < 0) {
+		dioloop_err("convert: %s: %s", argv[2], g_strerror(-ret));
+		goto out;
+	}
+	if (posix_memalign((void **)&c.buf, CONVERT_ALIGN, CONVERT_CHUNK)) {
+		dioloop_err("convert: out of memory");
+		goto out;
+	}
+	dioloop_progress_begin(&c.bar, "convert", DIOLOOP_PROGRESS_BYTES,
+			       c.size, progress);
+	ret = copy_data(&c, &what);
+	dioloop_progress_end(&c.bar, ret == 0);
+	if (ret < 0) {
+		dioloop_err("convert: %s %s: %s", what,
+			    !strcmp(what, "reading") ? argv[1] : argv[2],
+			    g_strerror(-ret));
+		goto out;
+	}
+	status = DIOLOOP_EXIT_OK;
+out:
+	if (c.dst)
+		backend_close(c.dst);
+	if (c.src)
+		backend_close(c.src);
+	if (created && status != DIOLOOP_EXIT_OK) {
+		if (dioloop_is_nfs_url(argv[2]))
+			dioloop_nfs_image_remove(argv[2]);
+		else
+			unlink(argv[2]);
+	}
+	if (src_lock >= 0)
+		close(src_lock);
+	if (dst_lock >= 0)
+		close(dst_lock);
+	free(c.buf);
+	dioloop_image_ref_clear(&ref);
+	return status;
+}

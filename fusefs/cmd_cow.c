@@ -1,0 +1,603 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dioloop check / scrub / snapshot / clone: the cow image tools.  Each
+ * works offline on an image file (opened here, under the image lock the
+ * daemon takes, so never behind a daemon's back) or, for an image that a
+ * running mount serves (or one of its nodes), online through the mount's
+ * ctl (ctl_client.h).  A command-line process: the main thread, plus one
+ * thread that waits for an online scrub.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "backends/cow/check.h"
+#include "backends/cow/cow.h"
+#include "fusefs/commands.h"
+#include "fusefs/ctl_client.h"
+#include "fusefs/imagelock.h"
+#include "fusefs/progress.h"
+
+#define SCRUB_POLL_US (200 * 1000)
+
+/* ---- shared ---- */
+
+/* Resolve arg (IMAGE[@VOLUME] or a node): true, or false after a
+ * message. */
+static bool resolve(const char *cmd, const char *arg,
+		    struct dioloop_image_ref *ref)
+{
+	g_autofree char *why = NULL;
+
+	if (dioloop_image_ref_resolve(arg, ref, &why) < 0) {
+		dioloop_err("%s: %s", cmd, why);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Take the image lock of ref's image (a write lock unless readonly), as
+ * the daemon does for every image it serves: 0 with *lock_fd (close it
+ * to let go), or -errno after a message (-EBUSY: a daemon or another
+ * process holds a conflicting lock).
+ */
+static int lock_image(const char *cmd, const struct dioloop_image_ref *ref,
+		      bool readonly, int *lock_fd)
+{
+	g_autofree char *dir = g_path_get_dirname(ref->image);
+	g_autofree char *name = g_path_get_basename(ref->image);
+	g_autofree char *holder = NULL;
+	int dirfd, ret;
+
+	*lock_fd = -1;
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		ret = -errno;
+		dioloop_err("%s: %s: %s", cmd, dir, g_strerror(-ret));
+		return ret;
+	}
+	ret = dioloop_image_lock(dirfd, name, &readonly, lock_fd, &holder);
+	close(dirfd);
+	if (ret == -EBUSY)
+		dioloop_err("%s: %s is in use by %s", cmd, ref->image, holder);
+	else if (ret < 0)
+		dioloop_err("%s: %s: %s", cmd, ref->image, g_strerror(-ret));
+	return ret;
+}
+
+/* The backend that would open ref's image ("cow", "raw"), or NULL after
+ * a message when the image cannot be read. */
+static const char *probe_image(const char *cmd,
+			       const struct dioloop_image_ref *ref)
+{
+	struct stat st;
+
+	if (!ref->image) {
+		dioloop_err("%s: %s: cannot tell which image the node is", cmd,
+			    ref->node);
+		return NULL;
+	}
+	if (!strstr(ref->image, "://")) {
+		if (stat(ref->image, &st) < 0 || access(ref->image, R_OK) < 0) {
+			dioloop_err("%s: %s: %s", cmd, ref->image,
+				    g_strerror(errno));
+			return NULL;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			dioloop_err("%s: %s: not an image file", cmd,
+				    ref->image);
+			return NULL;
+		}
+	}
+	return backend_probe(ref->image);
+}
+
+/* Send "WORD NODE [ARG]" to ref's mount; 0 with the reply, or -errno
+ * after a message (the daemon's own when it gave one). */
+static int online(const char *cmd, const struct dioloop_image_ref *ref,
+		  const char *word, const char *node, const char *arg,
+		  GString *reply)
+{
+	g_autofree char *qn = g_shell_quote(node);
+	g_autofree char *qa = arg ? g_shell_quote(arg) : NULL;
+	g_autofree char *line = g_strdup_printf("%s %s%s%s\n", word, qn,
+						qa ? " " : "", qa ? qa : "");
+	int ret = dioloop_ctl_send(ref->ctl, line, reply);
+
+	if (ret < 0) {
+		g_strchomp(reply->str);
+		if (reply->str[0])
+			dioloop_err("%s", reply->str);
+		else
+			dioloop_err("%s: %s (mounted at %s): %s", cmd, node,
+				    ref->mountpoint, g_strerror(-ret));
+	}
+	return ret;
+}
+
+/* The exit status for what online() returned: the daemon refuses bad
+ * arguments with EINVAL. */
+static int online_status(int ret)
+{
+	return ret == -EINVAL ? DIOLOOP_EXIT_USAGE :
+	       ret < 0 ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
+}
+
+/* ---- check ---- */
+
+/* Collect a problem line (cow_check_report_t). */
+static void check_report(void *opaque, const char *msg)
+{
+	g_ptr_array_add(opaque, g_strdup(msg));
+}
+
+int dioloop_cmd_check(int argc, char **argv)
+{
+	GOptionEntry entries[] = { { NULL } };
+	g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+	struct dioloop_image_ref ref;
+	struct cow_check_result res;
+	const char *type;
+	int lock_fd = -1, ret, status = DIOLOOP_EXIT_USAGE;
+	guint i;
+
+	if (!dioloop_parse_args("check", "PATH",
+				"Verify all metadata of a cow image (both "
+				"superblocks, every metadata page, the reference "
+				"counts): the problems one per line, then a "
+				"summary.  Exit status 0: clean; 1: errors found; "
+				"2: could not check.  The image must not be "
+				"mounted.", entries, &argc, &argv))
+		return DIOLOOP_EXIT_USAGE;
+	if (argc != 2) {
+		dioloop_err("check: expected one PATH, got %d arguments",
+			    argc - 1);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	dioloop_cli_logs("check");
+	if (!resolve("check", argv[1], &ref))
+		return DIOLOOP_EXIT_USAGE;
+	type = probe_image("check", &ref);
+	if (!type)
+		goto out;
+	if (strcmp(type, "cow")) {
+		printf("%s: a %s image: no metadata to check\n", argv[1], type);
+		status = DIOLOOP_EXIT_OK;
+		goto out;
+	}
+	if (ref.ctl) {
+		dioloop_err("check: %s is served by the mount at %s: unmount it "
+			    "first (scrub works while mounted)", ref.image,
+			    ref.mountpoint);
+		goto out;
+	}
+	if (lock_image("check", &ref, true, &lock_fd) < 0)
+		goto out;
+	ret = cow_check(ref.image, 0, &res, check_report, lines);
+	if (ret < 0) {
+		dioloop_err("check: %s: cannot check: %s", ref.image,
+			    lines->len ? (char *)lines->pdata[lines->len - 1] :
+					 g_strerror(-ret));
+		goto out;
+	}
+	for (i = 0; i < lines->len; i++)
+		printf("%s: %s\n", argv[1], (char *)lines->pdata[i]);
+	if (res.errors > lines->len)
+		printf("%s: ... and %" PRIu64 " more problems\n", argv[1],
+		       res.errors - lines->len);
+	printf("%s: generation %" PRIu64 ", %" PRIu64 " volume%s, %" PRIu64
+	       " metadata pages, %" PRIu64 " data blocks, %" PRIu64 " of %"
+	       PRIu64 " blocks used: ", argv[1], res.generation, res.volumes,
+	       res.volumes == 1 ? "" : "s", res.pages, res.data_blocks,
+	       res.used_blocks, res.nr_blocks);
+	if (res.errors)
+		printf("%" PRIu64 " errors (%" PRIu64 " leaked blocks)\n",
+		       res.errors, res.leaked);
+	else
+		printf("clean\n");
+	status = res.errors ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
+out:
+	if (lock_fd >= 0)
+		close(lock_fd);
+	dioloop_image_ref_clear(&ref);
+	return status;
+}
+
+/* ---- scrub ---- */
+
+struct scrub_state {
+	struct dioloop_progress bar;
+	GString *bad;			/* "bad block: ..." lines */
+	uint64_t nr_bad;
+};
+
+/* The bad-block line for volume (the default: "-"). */
+static void add_bad(struct scrub_state *s, const char *volume, uint64_t lbn,
+		    uint64_t pbn, bool csum)
+{
+	g_string_append_printf(s->bad, "bad block: volume %s lbn %" PRIu64
+			       " pbn %" PRIu64 " (%s)\n",
+			       volume && volume[0] ? volume : "-", lbn, pbn,
+			       csum ? "checksum mismatch" : "read error");
+	s->nr_bad++;
+}
+
+static bool scrub_progress(void *opaque, const struct cow_scrub_progress *p)
+{
+	struct scrub_state *s = opaque;
+
+	dioloop_progress_set_total(&s->bar, p->total);
+	dioloop_progress_update(&s->bar, p->done);
+	return true;
+}
+
+static void scrub_bad(void *opaque, const struct cow_bad_block *bad)
+{
+	add_bad(opaque, bad->volume, bad->lbn, bad->pbn,
+		bad->error == -EBADMSG);
+}
+
+/* Scrub ref's image here: the exit status. */
+static int scrub_offline(const char *arg, struct dioloop_image_ref *ref,
+			 bool force)
+{
+	struct scrub_state s = { .bad = g_string_new(NULL) };
+	struct dioloop_image_ref whole = { .image = ref->image };
+	struct cow_scrub_progress res = { 0 };
+	g_autofree char *why = NULL;
+	int lock_fd, ret, status = DIOLOOP_EXIT_USAGE;
+	const char *type;
+	struct backend *b;
+
+	if (lock_image("scrub", ref, true, &lock_fd) < 0)
+		goto out;
+	/* The whole container, whatever volume was named. */
+	ret = dioloop_image_ref_open(&whole, BACKEND_OPEN_RDONLY, &b, &type,
+				     &why);
+	if (ret < 0) {
+		dioloop_err("scrub: %s", why);
+		goto out;
+	}
+	dioloop_progress_begin(&s.bar, "scrub", DIOLOOP_PROGRESS_BLOCKS, 0,
+			       force);
+	ret = cow_scrub(b, scrub_progress, scrub_bad, &s, &res);
+	s.bar.done = res.done;
+	dioloop_progress_end(&s.bar, ret == 0);
+	backend_close(b);
+	fputs(s.bad->str, stdout);
+	if (ret < 0) {
+		dioloop_err("scrub: %s: %s", ref->image, g_strerror(-ret));
+		goto out;
+	}
+	printf("%s: scrubbed %" PRIu64 " blocks, %" PRIu64 " bad\n",
+	       arg, res.done, res.bad);
+	status = res.bad || s.nr_bad ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
+out:
+	if (lock_fd >= 0)
+		close(lock_fd);
+	g_string_free(s.bad, TRUE);
+	return status;
+}
+
+/* An online scrub in progress: the thread that sent "scrub NODE". */
+struct scrub_call {
+	const char *ctl;
+	char *line;
+	GString *reply;
+	int ret;
+	gint done;			/* atomic: the reply is in */
+};
+
+static gpointer scrub_thread(gpointer opaque)
+{
+	struct scrub_call *c = opaque;
+
+	c->ret = dioloop_ctl_send(c->ctl, c->line, c->reply);
+	g_atomic_int_set(&c->done, 1);
+	return NULL;
+}
+
+/* Poll "scrub-status NODE" into the bar until the scrub call returns. */
+static void scrub_poll(struct dioloop_image_ref *ref, struct scrub_call *c,
+		       struct dioloop_progress *bar)
+{
+	g_autofree char *q = g_shell_quote(ref->node);
+	g_autofree char *line = g_strdup_printf("scrub-status %s\n", q);
+	g_autoptr(GString) reply = g_string_new(NULL);
+	uint64_t done, total, bad;
+
+	while (!g_atomic_int_get(&c->done)) {
+		g_usleep(SCRUB_POLL_US);
+		g_string_truncate(reply, 0);
+		if (dioloop_ctl_send(ref->ctl, line, reply) < 0)
+			continue;
+		if (sscanf(reply->str, "running %" SCNu64 " %" SCNu64 " %"
+			   SCNu64, &done, &total, &bad) == 3) {
+			dioloop_progress_set_total(bar, total);
+			dioloop_progress_update(bar, done);
+		}
+	}
+}
+
+/* Scrub through the mount serving ref: the exit status. */
+static int scrub_online(const char *arg, struct dioloop_image_ref *ref,
+			bool force)
+{
+	g_autofree char *q = g_shell_quote(ref->node);
+	struct scrub_call c = { .ctl = ref->ctl, .reply = g_string_new(NULL) };
+	struct scrub_state s = { .bad = g_string_new(NULL) };
+	uint64_t done = 0, bad = 0, lbn, pbn;
+	char vol[COW_VOLUME_NAME_MAX + 2], kind[16];
+	int status = DIOLOOP_EXIT_USAGE;
+	g_auto(GStrv) lines = NULL;
+	GThread *t;
+	char **l;
+
+	c.line = g_strdup_printf("scrub %s\n", q);
+	dioloop_progress_begin(&s.bar, "scrub", DIOLOOP_PROGRESS_BLOCKS, 0,
+			       force);
+	t = g_thread_new("scrub", scrub_thread, &c);
+	scrub_poll(ref, &c, &s.bar);
+	g_thread_join(t);
+	lines = g_strsplit(c.reply->str, "\n", -1);
+	if (c.ret == 0 && lines[0] &&
+	    sscanf(lines[0], "scrubbed %" SCNu64 " blocks, %" SCNu64 " bad",
+		   &done, &bad) == 2)
+		s.bar.done = done;
+	dioloop_progress_end(&s.bar, c.ret == 0);
+	if (c.ret < 0) {
+		g_strchomp(c.reply->str);
+		if (c.reply->str[0])
+			dioloop_err("%s", c.reply->str);
+		else
+			dioloop_err("scrub: %s (mounted at %s): %s", ref->node,
+				    ref->mountpoint, g_strerror(-c.ret));
+		goto out;
+	}
+	if (!lines[0] || !g_str_has_prefix(lines[0], "scrubbed ")) {
+		dioloop_err("scrub: unexpected reply from the mount at %s: %s",
+			    ref->mountpoint, lines[0] ? lines[0] : "");
+		goto out;
+	}
+	for (l = lines + 1; *l; l++)
+		if (sscanf(*l, "bad %40s %" SCNu64 " %" SCNu64 " %15s", vol,
+			   &lbn, &pbn, kind) == 4)
+			add_bad(&s, vol, lbn, pbn, !strcmp(kind, "checksum"));
+	fputs(s.bad->str, stdout);
+	printf("%s: scrubbed %" PRIu64 " blocks, %" PRIu64 " bad\n",
+	       arg, done, bad);
+	status = bad || s.nr_bad ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
+out:
+	g_free(c.line);
+	g_string_free(c.reply, TRUE);
+	g_string_free(s.bad, TRUE);
+	return status;
+}
+
+int dioloop_cmd_scrub(int argc, char **argv)
+{
+	gboolean progress = FALSE;
+	GOptionEntry entries[] = {
+		{ "progress", 'p', 0, G_OPTION_ARG_NONE, &progress,
+		  "draw the progress bar even when stderr is no terminal",
+		  NULL },
+		{ NULL },
+	};
+	struct dioloop_image_ref ref;
+	int status = DIOLOOP_EXIT_USAGE;
+	const char *type;
+
+	if (!dioloop_parse_args("scrub", "PATH",
+				"Read every data block of every volume of a cow "
+				"image and verify its checksum; list the bad "
+				"ones.  Works on an unused image and, through "
+				"its mount, on a mounted one (PATH: the image or "
+				"its node).  Exit status 0: clean; 1: bad blocks "
+				"found; 2: could not scrub.", entries, &argc,
+				&argv))
+		return DIOLOOP_EXIT_USAGE;
+	if (argc != 2) {
+		dioloop_err("scrub: expected one PATH, got %d arguments",
+			    argc - 1);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	dioloop_cli_logs("scrub");
+	if (!resolve("scrub", argv[1], &ref))
+		return DIOLOOP_EXIT_USAGE;
+	if (ref.ctl) {
+		status = scrub_online(argv[1], &ref, progress);
+		goto out;
+	}
+	type = probe_image("scrub", &ref);
+	if (!type)
+		goto out;
+	if (strcmp(type, "cow")) {
+		printf("%s: a %s image: no checksums to verify\n", argv[1],
+		       type);
+		status = DIOLOOP_EXIT_OK;
+		goto out;
+	}
+	status = scrub_offline(argv[1], &ref, progress);
+out:
+	dioloop_image_ref_clear(&ref);
+	return status;
+}
+
+/* ---- snapshot, clone ---- */
+
+/* A new volume name: true, or false after a one-line message. */
+static bool check_volume_name(const char *cmd, const char *name)
+{
+	const char *why = NULL;
+
+	if (!name[0])
+		why = "empty";
+	else if (strlen(name) > COW_VOLUME_NAME_MAX)
+		why = "longer than 39 bytes";
+	else if (strpbrk(name, "/@"))
+		why = "it must not contain '/' or '@'";
+	else if (!g_utf8_validate(name, -1, NULL))
+		why = "not UTF-8";
+	if (why)
+		dioloop_err("%s: bad NAME '%s': %s", cmd, name, why);
+	return !why;
+}
+
+/* The exit status for a cow volume operation's error, after a message. */
+static int volume_error(const char *cmd, const char *image, const char *name,
+			int err)
+{
+	switch (err) {
+	case -EEXIST:
+		dioloop_err("%s: %s: a volume named '%s' exists", cmd, image,
+			    name);
+		return DIOLOOP_EXIT_FAIL;
+	case -ENOENT:
+		dioloop_err("%s: %s: no volume named '%s'", cmd, image, name);
+		return DIOLOOP_EXIT_FAIL;
+	case -EBUSY:
+		dioloop_err("%s: %s: volume '%s' is in use or is the image "
+			    "itself", cmd, image, name);
+		return DIOLOOP_EXIT_FAIL;
+	case -EINVAL:
+		dioloop_err("%s: bad NAME '%s'", cmd, name);
+		return DIOLOOP_EXIT_USAGE;
+	default:
+		dioloop_err("%s: %s: %s", cmd, image, g_strerror(-err));
+		return DIOLOOP_EXIT_FAIL;
+	}
+}
+
+/*
+ * Offline: open ref's volume (container writable), then make a volume
+ * name from it (writable: a clone) or delete the volume name.  The exit
+ * status.
+ */
+static int volume_offline(const char *cmd, struct dioloop_image_ref *ref,
+			  const char *name, bool del, bool writable)
+{
+	g_autofree char *why = NULL, *base = NULL;
+	int lock_fd = -1, ret, status = DIOLOOP_EXIT_FAIL;
+	const char *type = probe_image(cmd, ref);
+	struct backend *b;
+
+	if (!type)
+		return DIOLOOP_EXIT_FAIL;
+	if (strcmp(type, "cow")) {
+		dioloop_err("%s: %s is a %s image: snapshots and clones need a "
+			    "cow image (dioloop convert --format cow)", cmd,
+			    ref->image, type);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	if (lock_image(cmd, ref, false, &lock_fd) < 0)
+		return DIOLOOP_EXIT_FAIL;
+	ret = dioloop_image_ref_open(ref, BACKEND_OPEN_CONTAINER_RW, &b, &type,
+				     &why);
+	if (ret < 0) {
+		dioloop_err("%s: %s", cmd, why);
+		goto out;
+	}
+	ret = del ? cow_delete_volume(b, name) : cow_snapshot(b, name, writable);
+	backend_close(b);
+	if (ret < 0) {
+		status = volume_error(cmd, ref->image, name, ret);
+		goto out;
+	}
+	base = g_path_get_basename(ref->image);
+	printf(del ? "deleted %s@%s\n" : "%s@%s\n", base, name);
+	status = DIOLOOP_EXIT_OK;
+out:
+	if (lock_fd >= 0)
+		close(lock_fd);
+	return status;
+}
+
+/* snapshot and clone: resolve, then online or offline.  The exit status. */
+static int volume_cmd(const char *cmd, const char *image_arg,
+		      const char *name, bool del, bool writable)
+{
+	g_autoptr(GString) reply = g_string_new(NULL);
+	g_autofree char *node = NULL;
+	struct dioloop_image_ref ref;
+	int status;
+
+	if (!check_volume_name(cmd, name))
+		return DIOLOOP_EXIT_USAGE;
+	if (!resolve(cmd, image_arg, &ref))
+		return DIOLOOP_EXIT_USAGE;
+	if (del && ref.volume) {
+		dioloop_err("snapshot: --delete takes the IMAGE and the NAME of "
+			    "its volume, not '%s'", image_arg);
+		status = DIOLOOP_EXIT_USAGE;
+	} else if (!ref.ctl) {
+		status = volume_offline(cmd, &ref, name, del, writable);
+	} else if (del) {
+		node = g_strdup_printf("%s@%s", ref.node, name);
+		status = online_status(online(cmd, &ref, "delete-volume", node,
+					      NULL, reply));
+	} else {
+		status = online_status(online(cmd, &ref,
+					      writable ? "clone" : "snapshot",
+					      ref.node, name, reply));
+	}
+	if (ref.ctl && status == DIOLOOP_EXIT_OK)
+		fputs(reply->str, stdout);
+	dioloop_image_ref_clear(&ref);
+	return status;
+}
+
+int dioloop_cmd_snapshot(int argc, char **argv)
+{
+	gboolean del = FALSE;
+	GOptionEntry entries[] = {
+		{ "delete", 'd', 0, G_OPTION_ARG_NONE, &del,
+		  "delete the snapshot (or clone) NAME instead, freeing the "
+		  "blocks nothing else uses", NULL },
+		{ NULL },
+	};
+
+	if (!dioloop_parse_args("snapshot", "IMAGE NAME",
+				"Freeze a cow image's current state as the "
+				"read-only volume NAME, served as node "
+				"IMAGE@NAME; prints that name.  IMAGE may be a "
+				"node of a mount (or an image a mount serves): "
+				"the snapshot is then taken by the daemon, "
+				"crash-consistent while the node is written.",
+				entries, &argc, &argv))
+		return DIOLOOP_EXIT_USAGE;
+	if (argc != 3) {
+		dioloop_err("snapshot: expected IMAGE and NAME, got %d "
+			    "arguments", argc - 1);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	dioloop_cli_logs("snapshot");
+	return volume_cmd("snapshot", argv[1], argv[2], del, false);
+}
+
+int dioloop_cmd_clone(int argc, char **argv)
+{
+	GOptionEntry entries[] = { { NULL } };
+
+	if (!dioloop_parse_args("clone", "IMAGE[@SNAPSHOT] NAME",
+				"Make a writable volume NAME of a cow image from "
+				"its current state or from one of its snapshots, "
+				"served as node IMAGE@NAME; prints that name.  "
+				"Blocks are shared until written.", entries,
+				&argc, &argv))
+		return DIOLOOP_EXIT_USAGE;
+	if (argc != 3) {
+		dioloop_err("clone: expected IMAGE[@SNAPSHOT] and NAME, got %d "
+			    "arguments", argc - 1);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	dioloop_cli_logs("clone");
+	return volume_cmd("clone", argv[1], argv[2], false, true);
+}

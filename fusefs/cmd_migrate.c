@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dioloop migrate: move a mounted node to another image (a path or an
+ * nfs:// URL) while it stays in use.  The daemon does the work
+ * (fusefs/migrate.c); this command starts it through the mount's control
+ * file, draws its progress and turns Ctrl-C into a cancel.
+ *
+ *   migrate NODE DEST [format=F] [bps=N] [ignore_bad_blocks] [remove_source]
+ *   migrate-status NODE     one line: STATE key=value...
+ *   migrate-cancel NODE
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/size.h"
+#include "fusefs/commands.h"
+#include "fusefs/ctl_client.h"
+#include "fusefs/progress.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+/* A migrate-status reply, parsed. */
+struct migrate_status {
+	char state[16];			/* idle, copying, switching, done,
+					 * failed, cancelled */
+	uint64_t done, total, dirty, passes, retried, failed, bad;
+	char message[512];		/* the "message:" line, if any */
+};
+
+static uint64_t field(const char *line, const char *key)
+{
+	g_autofree char *pat = g_strdup_printf(" %s=", key);
+	const char *p = strstr(line, pat);
+
+	return p ? g_ascii_strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+static void parse_status(const char *reply, struct migrate_status *st)
+{
+	g_auto(GStrv) lines = g_strsplit(reply, "\n", -1);
+
+	memset(st, 0, sizeof(*st));
+	if (!lines[0])
+		return;
+	sscanf(lines[0], "%15s", st->state);
+	st->done = field(lines[0], "done");
+	st->total = field(lines[0], "total");
+	st->dirty = field(lines[0], "dirty");
+	st->passes = field(lines[0], "passes");
+	st->retried = field(lines[0], "retried");
+	st->failed = field(lines[0], "failed");
+	st->bad = field(lines[0], "bad");
+	if (lines[1] && g_str_has_prefix(lines[1], "message: "))
+		g_strlcpy(st->message, lines[1] + 9, sizeof(st->message));
+}
+
+static bool state_is_final(const char *state)
+{
+	return !strcmp(state, "done") || !strcmp(state, "failed") ||
+	       !strcmp(state, "cancelled") || !strcmp(state, "idle");
+}
+
+static int send_line(const char *ctl, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+/* Send a formatted command; 0 or -errno (message printed). */
+static int send_line(const char *ctl, const char *fmt, ...)
+{
+	g_autoptr(GString) reply = g_string_new(NULL);
+	g_autofree char *line = NULL;
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	line = g_strdup_vprintf(fmt, ap);
+	va_end(ap);
+	ret = dioloop_ctl_send(ctl, line, reply);
+	if (ret < 0)
+		dioloop_err("migrate: %s", reply->len ? g_strchomp(reply->str) :
+						       g_strerror(-ret));
+	return ret;
+}
+
+static int get_status(const char *ctl, const char *qnode,
+		      struct migrate_status *st)
+{
+	g_autoptr(GString) reply = g_string_new(NULL);
+	g_autofree char *line = g_strdup_printf("migrate-status %s\n", qnode);
+	int ret = dioloop_ctl_send(ctl, line, reply);
+
+	if (ret < 0) {
+		dioloop_err("migrate: %s", reply->len ? g_strchomp(reply->str) :
+						       g_strerror(-ret));
+		return ret;
+	}
+	parse_status(reply->str, st);
+	return 0;
+}
+
+/* Follow a started migration to its end: the exit status. */
+static int follow(const char *ctl, const char *qnode, const char *node,
+		  bool force_bar)
+{
+	struct dioloop_progress bar;
+	struct migrate_status st;
+	bool cancel_sent = false;
+	char a[32];
+
+	dioloop_progress_begin(&bar, "migrate", DIOLOOP_PROGRESS_BYTES, 0,
+			       force_bar);
+	for (;;) {
+		if (interrupted && !cancel_sent) {
+			cancel_sent = true;
+			send_line(ctl, "migrate-cancel %s\n", qnode);
+		}
+		if (get_status(ctl, qnode, &st) < 0) {
+			dioloop_progress_end(&bar, false);
+			return DIOLOOP_EXIT_FAIL;
+		}
+		dioloop_progress_set_total(&bar, st.total);
+		dioloop_progress_update(&bar, st.done);
+		if (state_is_final(st.state))
+			break;
+		g_usleep(100000);
+	}
+	dioloop_progress_end(&bar, !strcmp(st.state, "done"));
+	if (!strcmp(st.state, "done")) {
+		printf("%s: switched to the destination (%s copied in %llu passes; %llu ranges retried)\n",
+		       node, dioloop_format_size(st.done, a, sizeof(a)),
+		       (unsigned long long)st.passes,
+		       (unsigned long long)st.retried);
+		return DIOLOOP_EXIT_OK;
+	}
+	dioloop_err("migrate: %s: %s%s%s; the node stays on its source", node,
+		    st.state, st.message[0] ? ": " : "", st.message);
+	return DIOLOOP_EXIT_FAIL;
+}
+
+/* DEST as the daemon must see it: a URL, or an absolute path. */
+static char *absolute_dest(const char *dest)
+{
+	g_autofree char *cwd = NULL;
+
+	if (strstr(dest, "://") || g_path_is_absolute(dest))
+		return g_strdup(dest);
+	cwd = g_get_current_dir();
+	return g_canonicalize_filename(dest, cwd);
+}
+
+int dioloop_cmd_migrate(int argc, char **argv)
+{
+	g_autofree char *format = NULL, *bps_arg = NULL, *dest = NULL;
+	g_autofree char *qnode = NULL, *qdest = NULL;
+	gboolean cancel = FALSE, remove_source = FALSE, ignore_bad = FALSE;
+	gboolean progress = FALSE, detach = FALSE;
+	GOptionEntry entries[] = {
+		{ "format", 0, 0, G_OPTION_ARG_STRING, &format,
+		  "destination format: raw or cow (default: the source's)",
+		  "FORMAT" },
+		{ "bps", 0, 0, G_OPTION_ARG_STRING, &bps_arg,
+		  "copy at most RATE bytes per second (suffix K, M, G)",
+		  "RATE" },
+		{ "remove-source", 0, 0, G_OPTION_ARG_NONE, &remove_source,
+		  "delete the source image after the switch", NULL },
+		{ "ignore-bad-blocks", 0, 0, G_OPTION_ARG_NONE, &ignore_bad,
+		  "leave unreadable source blocks as holes instead of stopping",
+		  NULL },
+		{ "cancel", 0, 0, G_OPTION_ARG_NONE, &cancel,
+		  "cancel the node's running migration", NULL },
+		{ "progress", 'p', 0, G_OPTION_ARG_NONE, &progress,
+		  "draw the progress bar even when stderr is no terminal",
+		  NULL },
+		{ "detach", 'd', 0, G_OPTION_ARG_NONE, &detach,
+		  "start the migration and return at once", NULL },
+		{ NULL }
+	};
+	struct dioloop_ctl_target t = { 0 };
+	struct sigaction sa = { .sa_handler = on_interrupt };
+	uint64_t bps = 0;
+	GString *line;
+	int ret;
+
+	if (!dioloop_parse_args("migrate", "MOUNTPOINT/NODE [DESTINATION]",
+				"Move a mounted node to another image (a path or "
+				"an nfs:// URL) while it stays in use.", entries,
+				&argc, &argv))
+		return DIOLOOP_EXIT_USAGE;
+	if (argc != (cancel ? 2 : 3)) {
+		dioloop_err(cancel ? "migrate: --cancel takes MOUNTPOINT/NODE" :
+				     "migrate: expected MOUNTPOINT/NODE DESTINATION");
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (format && strcmp(format, "raw") && strcmp(format, "cow")) {
+		dioloop_err("migrate: unknown format '%s' (raw or cow)", format);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (bps_arg && (dioloop_parse_size(bps_arg, UINT64_MAX, &bps) < 0 ||
+			bps == 0)) {
+		dioloop_err("migrate: bad --bps '%s'", bps_arg);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (!dioloop_ctl_resolve("migrate", argv[1], &t))
+		return DIOLOOP_EXIT_USAGE;
+	if (!t.node) {
+		dioloop_err("migrate: %s is a mount point: give one of its nodes (MOUNTPOINT/NODE)",
+			    argv[1]);
+		dioloop_ctl_target_clear(&t);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	qnode = g_shell_quote(t.node);
+	if (cancel) {
+		ret = send_line(t.ctl, "migrate-cancel %s\n", qnode);
+		dioloop_ctl_target_clear(&t);
+		return ret < 0 ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
+	}
+	dest = absolute_dest(argv[2]);
+	qdest = g_shell_quote(dest);
+	line = g_string_new(NULL);
+	g_string_append_printf(line, "migrate %s %s", qnode, qdest);
+	if (format)
+		g_string_append_printf(line, " format=%s", format);
+	if (bps)
+		g_string_append_printf(line, " bps=%llu",
+				       (unsigned long long)bps);
+	if (ignore_bad)
+		g_string_append(line, " ignore_bad_blocks");
+	if (remove_source)
+		g_string_append(line, " remove_source");
+	g_string_append_c(line, '\n');
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	ret = send_line(t.ctl, "%s", line->str);
+	g_string_free(line, TRUE);
+	if (ret < 0)
+		ret = ret == -EINVAL ? DIOLOOP_EXIT_USAGE : DIOLOOP_EXIT_FAIL;
+	else if (detach)
+		ret = DIOLOOP_EXIT_OK;
+	else
+		ret = follow(t.ctl, qnode, t.node, progress);
+	dioloop_ctl_target_clear(&t);
+	return ret;
+}

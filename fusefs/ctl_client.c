@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/* Reaching a running mount from the command line (ctl_client.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "fusefs/commands.h"
+#include "fusefs/control.h"
+#include "fusefs/ctl_client.h"
+
+#define CTL_REPLY_MAX (4 << 20)	/* a scrub lists every bad block */
+/* The file system type and source prefix of a dioloop mount in
+ * /proc/self/mountinfo (cmd_mount.c: fsname=dioloop:SOURCE). */
+#define DIOLOOP_FSTYPE "fuse.dioloop"
+#define DIOLOOP_FSNAME_PREFIX "dioloop:"
+
+void dioloop_ctl_target_clear(struct dioloop_ctl_target *t)
+{
+	g_free(t->ctl);
+	g_free(t->node);
+}
+
+char *dioloop_ctl_of(const char *dir)
+{
+	char *ctl = g_build_filename(dir, DIOLOOP_CTL_DIR, "ctl", NULL);
+	struct stat st;
+
+	if (stat(ctl, &st) == 0 && S_ISREG(st.st_mode))
+		return ctl;
+	g_free(ctl);
+	return NULL;
+}
+
+bool dioloop_ctl_resolve(const char *cmd, const char *arg,
+			 struct dioloop_ctl_target *t)
+{
+	g_autofree char *real = realpath(arg, NULL);
+	g_autofree char *dir = NULL;
+	struct stat st;
+
+	*t = (struct dioloop_ctl_target){ 0 };
+	if (!real || stat(real, &st) < 0) {
+		dioloop_err("%s: %s: %s", cmd, arg, g_strerror(errno));
+		return false;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		t->ctl = dioloop_ctl_of(real);
+	} else {
+		dir = g_path_get_dirname(real);
+		t->ctl = dioloop_ctl_of(dir);
+		if (t->ctl)
+			t->node = g_path_get_basename(real);
+	}
+	if (!t->ctl) {
+		dioloop_err("%s: %s is neither a dioloop mount point nor a node "
+			    "in one", cmd, arg);
+		return false;
+	}
+	return true;
+}
+
+int dioloop_ctl_send(const char *ctl, const char *line, GString *reply)
+{
+	char buf[4096];
+	ssize_t n;
+	off_t off = 0;
+	int fd = open(ctl, O_RDWR | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (pwrite(fd, line, strlen(line), 0) < 0)
+		ret = -errno;
+	while (reply->len < CTL_REPLY_MAX &&
+	       (n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		g_string_append_len(reply, buf, n);
+		off += n;
+	}
+	close(fd);
+	return ret;
+}
+
+int dioloop_ctl_run(const char *cmd, const struct dioloop_ctl_target *t,
+		    const char *line)
+{
+	g_autoptr(GString) reply = g_string_new(NULL);
+	int ret = dioloop_ctl_send(t->ctl, line, reply);
+
+	if (ret < 0) {
+		g_strchomp(reply->str);
+		if (reply->str[0])
+			dioloop_err("%s", reply->str);
+		else
+			dioloop_err("%s: %s: %s", cmd, t->ctl, g_strerror(-ret));
+		return ret == -EINVAL ? DIOLOOP_EXIT_USAGE : DIOLOOP_EXIT_FAIL;
+	}
+	fputs(reply->str, stdout);
+	return DIOLOOP_EXIT_OK;
+}
+
+/* ---- which mount serves an image ---- */
+
+/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void mountinfo_unescape(char *s)
+{
+	char *out = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
+					(s[3] - '0'));
+			s += 4;
+		} else {
+			*out++ = *s++;
+		}
+	}
+	*out = '\0';
+}
+
+/*
+ * Look through the dioloop mounts: the one mounted at mountpoint (when not
+ * NULL; its source in *source), or the one serving source (its mount
+ * point in *mountpoint_out).  True when found.
+ */
+static bool find_dioloop_mount(const char *mountpoint, const char *source,
+			       char **source_out, char **mountpoint_out)
+{
+	g_autofree char *text = NULL;
+	g_auto(GStrv) lines = NULL;
+	char **l;
+
+	if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
+		return false;
+	lines = g_strsplit(text, "\n", -1);
+	for (l = lines; *l; l++) {
+		g_auto(GStrv) f = g_strsplit(*l, " ", -1);
+		guint n = g_strv_length(f), sep;
+		char *src;
+
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - TYPE
+		 * SOURCE SUPEROPTS */
+		for (sep = 6; sep < n && strcmp(f[sep], "-"); sep++)
+			;
+		if (n < 5 || sep + 2 >= n || strcmp(f[sep + 1], DIOLOOP_FSTYPE))
+			continue;
+		src = f[sep + 2];
+		if (!g_str_has_prefix(src, DIOLOOP_FSNAME_PREFIX))
+			continue;
+		src += strlen(DIOLOOP_FSNAME_PREFIX);
+		mountinfo_unescape(src);
+		mountinfo_unescape(f[4]);
+		if (mountpoint && !strcmp(f[4], mountpoint)) {
+			*source_out = g_strdup(src);
+			return true;
+		}
+		if (source && !strcmp(src, source)) {
+			g_autofree char *ctl = dioloop_ctl_of(f[4]);
+
+			if (!ctl)
+				continue;	/* not ours to see, or stale */
+			*mountpoint_out = g_strdup(f[4]);
+			return true;
+		}
+	}
+	return false;
+}
+
+void dioloop_image_ref_clear(struct dioloop_image_ref *ref)
+{
+	g_free(ref->image);
+	g_free(ref->volume);
+	g_free(ref->node);
+	g_free(ref->ctl);
+	g_free(ref->mountpoint);
+	*ref = (struct dioloop_image_ref){ 0 };
+}
+
+/* A node of a mount at dir: online; the image in the mount's source. */
+static void resolve_node(const char *dir, const char *name, char *ctl,
+			 struct dioloop_image_ref *ref)
+{
+	g_autofree char *source = NULL, *path = NULL;
+	const char *at;
+	struct stat st;
+
+	ref->ctl = ctl;
+	ref->mountpoint = g_strdup(dir);
+	ref->node = g_strdup(name);
+	if (!find_dioloop_mount(dir, NULL, &source, NULL))
+		return;
+	path = g_build_filename(source, name, NULL);
+	if (stat(path, &st) == 0) {
+		ref->image = g_steal_pointer(&path);
+		return;
+	}
+	at = strrchr(name, '@');
+	if (!at)
+		return;
+	g_free(path);
+	path = g_strndup(name, at - name);
+	ref->image = g_build_filename(source, path, NULL);
+	ref->volume = g_strdup(at + 1);
+}
+
+/* An existing file real (absolute_path): a node, or an image file. */
+static void resolve_existing(const char *real, struct dioloop_image_ref *ref)
+{
+	g_autofree char *dir = g_path_get_dirname(real);
+	g_autofree char *name = g_path_get_basename(real);
+	char *ctl = dioloop_ctl_of(dir), *mnt = NULL;
+
+	if (ctl) {
+		resolve_node(dir, name, ctl, ref);
+		return;
+	}
+	ref->image = g_strdup(real);
+	ref->node = g_steal_pointer(&name);
+	if (find_dioloop_mount(NULL, dir, NULL, &mnt)) {
+		ref->mountpoint = mnt;
+		ref->ctl = dioloop_ctl_of(mnt);
+	}
+}
+
+/* The absolute path of the existing file p, with its directory resolved
+ * but not its own name (an image may be a symlink in a mount's source,
+ * served under its own name); NULL with errno when p does not exist. */
+static char *absolute_path(const char *p)
+{
+	g_autofree char *dir = NULL, *base = NULL, *real_dir = NULL;
+	struct stat st;
+
+	if (lstat(p, &st) < 0)
+		return NULL;
+	if (S_ISDIR(st.st_mode))
+		return realpath(p, NULL);
+	dir = g_path_get_dirname(p);
+	base = g_path_get_basename(p);
+	real_dir = realpath(dir, NULL);
+	if (!real_dir)
+		return NULL;
+	return g_build_filename(real_dir, base, NULL);
+}
+
+int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
+			      char **why)
+{
+	g_autofree char *real = NULL, *left = NULL, *left_real = NULL;
+	g_autofree char *base = NULL;
+	const char *slash = strrchr(arg, '/');
+	const char *at = strrchr(slash ? slash : arg, '@');
+	int err;
+
+	*ref = (struct dioloop_image_ref){ 0 };
+	*why = NULL;
+	if (strstr(arg, "://")) {
+		/* A URL: served by its backend, never by a mount here. */
+		if (at) {
+			ref->image = g_strndup(arg, at - arg);
+			ref->volume = g_strdup(at + 1);
+		} else {
+			ref->image = g_strdup(arg);
+		}
+		ref->node = g_path_get_basename(arg);
+		return 0;
+	}
+	real = absolute_path(arg);
+	if (real) {
+		resolve_existing(real, ref);
+		return 0;
+	}
+	err = errno;
+	if (at && at[1]) {
+		left = g_strndup(arg, at - arg);
+		left_real = absolute_path(left);
+	}
+	if (!left_real) {
+		*why = g_strdup_printf("%s: %s", arg, g_strerror(err));
+		return -err;
+	}
+	/* IMAGE@VOLUME, IMAGE an image file or a node. */
+	resolve_existing(left_real, ref);
+	if (ref->volume) {
+		*why = g_strdup_printf("%s: no such node", arg);
+		dioloop_image_ref_clear(ref);
+		return -ENOENT;
+	}
+	ref->volume = g_strdup(at + 1);
+	g_free(ref->node);
+	base = g_path_get_basename(left_real);
+	ref->node = g_strdup_printf("%s@%s", base, at + 1);
+	return 0;
+}
+
+int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
+			   unsigned int flags, struct backend **b,
+			   const char **type, char **why)
+{
+	struct backend_open_args args = {
+		.path = ref->image,
+		.flags = flags,
+		.volume = ref->volume,
+	};
+	int ret;
+
+	*why = NULL;
+	*type = ref->image ? backend_probe(ref->image) : "raw";
+	if (!ref->image) {
+		*why = g_strdup_printf("%s: cannot tell which image the node is "
+				       "(its mount's source is not visible "
+				       "here)", ref->node);
+		return -ENOENT;
+	}
+	ret = backend_open(*type, &args, b);
+	if (ret == -ENOENT && ref->volume && ref->volume[0] &&
+	    access(ref->image, F_OK) == 0) {
+		if (strcmp(*type, "cow"))
+			*why = g_strdup_printf("%s is a %s image: it has no "
+					       "volume '%s'", ref->image, *type,
+					       ref->volume);
+		else
+			*why = g_strdup_printf("%s: no volume '%s'",
+					       ref->image, ref->volume);
+	} else if (ret == -EBUSY) {
+		*why = g_strdup_printf("%s: in use (open for writing by "
+				       "another process)", ref->image);
+	} else if (ret < 0) {
+		*why = g_strdup_printf("%s: %s", ref->image, g_strerror(-ret));
+	}
+	return ret;
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command-line side of a running mount: its control file
+ * MOUNTPOINT/.dioloop/ctl (control.h), and where an image argument
+ * points: a node of a mount, an image a mount serves (both: online, through
+ * the mount's ctl), or an image nobody serves (offline, opened here).
+ * A command-line process: one thread, except that dioloop_ctl_send may run
+ * on several at once.
+ */
+#ifndef DIOLOOP_CTL_CLIENT_H
+#define DIOLOOP_CTL_CLIENT_H
+
+#include <glib.h>
+#include <stdbool.h>
+
+struct backend;
+
+/* What a MOUNTPOINT[/NODE] argument names. */
+struct dioloop_ctl_target {
+	char *ctl;			/* MOUNTPOINT/.dioloop/ctl */
+	char *node;			/* NULL: the mount itself */
+};
+
+/* Free what dioloop_ctl_resolve filled in. */
+void dioloop_ctl_target_clear(struct dioloop_ctl_target *t);
+
+/* The ctl file of a dioloop mount at dir, or NULL (g_free it). */
+char *dioloop_ctl_of(const char *dir);
+
+/* Resolve arg to a mount or a node: true, or false after a message. */
+bool dioloop_ctl_resolve(const char *cmd, const char *arg,
+			 struct dioloop_ctl_target *t);
+
+/* Send one command line; 0 or -errno, the daemon's reply (or the error's
+ * message) in reply.  Blocks until the daemon answers. */
+int dioloop_ctl_send(const char *ctl, const char *line, GString *reply);
+
+/* Send, print the reply; the exit status (2 when the daemon said EINVAL). */
+int dioloop_ctl_run(const char *cmd, const struct dioloop_ctl_target *t,
+		    const char *line);
+
+/*
+ * An IMAGE[@VOLUME] argument, or a node path MOUNTPOINT/NODE, resolved.
+ * Online (ctl set): a running mount serves the image, and commands go
+ * through its ctl with node.  image is the file to open offline (NULL
+ * when a node's mount does not say where its source is).
+ */
+struct dioloop_image_ref {
+	char *image;			/* the image file, or a URL */
+	char *volume;			/* NULL: the default volume */
+	char *node;			/* the node name: IMAGE[@VOLUME] */
+	char *ctl;			/* NULL: offline */
+	char *mountpoint;		/* with ctl */
+};
+
+/* Resolve arg: 0, or -errno with a one-line reason in *why (g_free). */
+int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
+			      char **why);
+void dioloop_image_ref_clear(struct dioloop_image_ref *ref);
+
+/*
+ * Open ref's image offline (backend_probe chooses the backend; its name
+ * in *type), volume included: 0, or -errno with a one-line reason in
+ * *why.  flags: enum backend_open_flags.
+ */
+int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
+			   unsigned int flags, struct backend **b,
+			   const char **type, char **why);
+
+#endif

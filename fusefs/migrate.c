@@ -1,0 +1,661 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Live migration in the daemon (migrate.h): one job per node, running in
+ * its own thread over the engine in backends/migrate.c.
+ *
+ * Lifetime: node->migration points to the node's last job.  While the
+ * engine runs, the write path reaches it through that pointer; before the
+ * engine is freed the pointer's engine is cleared and the node drained
+ * once, so no completion still uses it.  Jobs are kept (for
+ * migrate-status) until the next migration of the node or its end.
+ */
+#include "fusefs/migrate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/cow/format.h"
+#include "backends/migrate.h"
+#include "backends/testing/fault.h"
+
+enum job_state {
+	JOB_COPYING,
+	JOB_SWITCHING,
+	JOB_DONE,
+	JOB_FAILED,
+	JOB_CANCELLED,
+};
+
+static const char *const state_names[] = {
+	[JOB_COPYING] = "copying",
+	[JOB_SWITCHING] = "switching",
+	[JOB_DONE] = "done",
+	[JOB_FAILED] = "failed",
+	[JOB_CANCELLED] = "cancelled",
+};
+
+struct dioloop_migration {
+	struct dioloop_fs *fs;
+	struct dioloop_node *node;	/* looked up and ctl_begin'd */
+	char *dest;
+	char *format;			/* "raw" or "cow" */
+	struct migrate_opts opts;
+	bool remove_source;
+	bool created;			/* we made dest: remove on failure */
+
+	struct migration *_Atomic engine;	/* while copying */
+	struct backend *dst;
+	GThread *thread;
+
+	GMutex lock;			/* state, message, last */
+	enum job_state state;
+	char *message;
+	struct migrate_progress last;	/* progress when the engine ended */
+};
+
+/* Every job ever started in this process, for stop (by jobs_lock). */
+static GMutex jobs_lock;
+static GPtrArray *jobs;
+
+static struct dioloop_migration *node_job(struct dioloop_node *node)
+{
+	return atomic_load(&node->migration);
+}
+
+void dioloop_node_changed(struct dioloop_node *node, uint64_t pos,
+			  uint64_t len)
+{
+	struct dioloop_migration *job = node_job(node);
+	struct migration *m;
+
+	if (!job)
+		return;
+	m = atomic_load(&job->engine);
+	if (m)
+		migration_mark_dirty(m, pos, len);
+}
+
+bool dioloop_node_migrating(struct dioloop_node *node)
+{
+	struct dioloop_migration *job = node_job(node);
+
+	return job && atomic_load(&job->engine) != NULL;
+}
+
+/* ---- the redirect ---- */
+
+static char *redirect_name(const char *image)
+{
+	return g_strdup_printf(".%s%s", image, DIOLOOP_REDIRECT_SUFFIX);
+}
+
+char *dioloop_redirected_name(const char *name)
+{
+	size_t n = strlen(name), s = strlen(DIOLOOP_REDIRECT_SUFFIX);
+
+	if (n <= s + 1 || name[0] != '.' ||
+	    strcmp(name + n - s, DIOLOOP_REDIRECT_SUFFIX))
+		return NULL;
+	return g_strndup(name + 1, n - s - 1);
+}
+
+char *dioloop_redirect_read(struct dioloop_fs *fs, const char *image)
+{
+	g_autofree char *name = redirect_name(image);
+	char buf[4096];
+	ssize_t n;
+	int fd = openat(fs->source_fd, name, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	g_strchomp(buf);
+	return buf[0] ? g_strdup(buf) : NULL;
+}
+
+/* Make "image now lives at dest" durable: write a temporary file, sync
+ * it, rename it over the redirect, sync the directory. */
+static int redirect_write(struct dioloop_fs *fs, const char *image,
+			  const char *dest)
+{
+	g_autofree char *name = redirect_name(image);
+	g_autofree char *tmp = g_strdup_printf("%s.tmp", name);
+	g_autofree char *text = g_strdup_printf("%s\n", dest);
+	size_t len = strlen(text);
+	int fd, ret = 0;
+
+	fd = openat(fs->source_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC |
+		    O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0)
+		ret = errno ? -errno : -EIO;
+	close(fd);
+	if (!ret && renameat(fs->source_fd, tmp, fs->source_fd, name) < 0)
+		ret = -errno;
+	if (!ret && fsync(fs->source_fd) < 0)
+		ret = -errno;
+	if (ret)
+		unlinkat(fs->source_fd, tmp, 0);
+	return ret;
+}
+
+/* ---- the job ---- */
+
+static void job_set(struct dioloop_migration *job, enum job_state state,
+		    const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+
+static void job_set(struct dioloop_migration *job, enum job_state state,
+		    const char *fmt, ...)
+{
+	va_list ap;
+
+	g_mutex_lock(&job->lock);
+	job->state = state;
+	if (fmt) {
+		g_free(job->message);
+		va_start(ap, fmt);
+		job->message = g_strdup_vprintf(fmt, ap);
+		va_end(ap);
+	}
+	g_mutex_unlock(&job->lock);
+}
+
+/* Create the destination with the node's size: 0 or -errno (why). */
+static int create_dest(struct dioloop_migration *job, uint64_t size,
+		       char **why)
+{
+	int fd;
+
+	if (!strcmp(job->format, "cow")) {
+		struct cow_format_opts o = { .size = size };
+		struct cow_err err = { { 0 } };
+		int ret = cow_format(job->dest, &o, &err);
+
+		if (ret < 0)
+			*why = g_strdup(err.msg[0] ? err.msg :
+						     g_strerror(-ret));
+		return ret;
+	}
+	fd = open(job->dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0) {
+		int ret = -errno;
+
+		*why = g_strdup(g_strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			unlink(job->dest);
+		}
+		return ret;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Stop using the engine: clear the pointer, wait out completions that
+ * may still hold it, keep its final progress, free it. */
+static void job_engine_free(struct dioloop_migration *job)
+{
+	struct migration *m = atomic_exchange(&job->engine, NULL);
+
+	if (!m)
+		return;
+	dioloop_node_drain_begin(job->node);
+	dioloop_node_drain_end(job->node);
+	g_mutex_lock(&job->lock);
+	migration_get_progress(m, &job->last);
+	g_mutex_unlock(&job->lock);
+	migration_free(m);
+}
+
+/* The switch: with the node drained.  0 or -errno (why). */
+static int job_switch(struct dioloop_migration *job, struct migration *m,
+		      char **why)
+{
+	struct dioloop_node *node = job->node;
+	struct backend *old;
+	int ret = migration_finish(m);
+
+	if (ret < 0) {
+		*why = g_strdup_printf("finishing the copy: %s",
+				       g_strerror(-ret));
+		return ret;
+	}
+	ret = redirect_write(job->fs, node->image, job->dest);
+	if (ret < 0) {
+		*why = g_strdup_printf("recording the switch: %s",
+				       g_strerror(-ret));
+		return ret;
+	}
+	old = fault_backend_swap_inner(node->b, job->dst);
+	job->dst = old;			/* closed by the job's end */
+	node->cow = !strcmp(job->format, "cow");
+	/* From here on the node is the destination's; the engine must
+	 * not be reached by its completions any more. */
+	g_mutex_lock(&job->lock);
+	migration_get_progress(m, &job->last);
+	g_mutex_unlock(&job->lock);
+	atomic_store(&job->engine, NULL);
+	return 0;
+}
+
+struct job_forget {
+	struct dioloop_fs *fs;
+	fuse_ino_t ino;
+};
+
+static struct job_forget *job_forget_new(struct dioloop_migration *job)
+{
+	struct job_forget *f = g_new(struct job_forget, 1);
+
+	f->fs = job->fs;
+	f->ino = job->node->ino;
+	return f;
+}
+
+/* Drop the job's lookup of its node (worker pool). */
+static void job_forget_node(void *arg)
+{
+	struct job_forget *f = arg;
+
+	dioloop_node_forget(f->fs, f->ino, 1);
+	g_free(f);
+}
+
+static gpointer job_thread(gpointer opaque)
+{
+	struct dioloop_migration *job = opaque;
+	struct dioloop_node *node = job->node;
+	struct backend_open_args args = { .path = job->dest,
+					  .aio = job->fs->aio };
+	g_autofree char *why = NULL;
+	struct migration *m = NULL;
+	int64_t size = backend_get_size(node->b);
+	int ret;
+
+	if (size < 0) {
+		ret = (int)size;
+		why = g_strdup(g_strerror(-ret));
+		goto fail;
+	}
+	ret = create_dest(job, (uint64_t)size, &why);
+	if (ret < 0)
+		goto fail;
+	job->created = true;
+	ret = backend_open(job->format, &args, &job->dst);
+	if (ret < 0) {
+		why = g_strdup_printf("opening %s: %s", job->dest,
+				      g_strerror(-ret));
+		goto fail;
+	}
+	ret = migration_new(node->b, job->dst, &job->opts, &m);
+	if (ret < 0) {
+		why = g_strdup(g_strerror(-ret));
+		goto fail;
+	}
+	atomic_store(&job->engine, m);
+	g_message("%s: migrating to %s (%s)", node->name, job->dest,
+		  job->format);
+	ret = migration_copy(m);
+	if (ret == 0) {
+		job_set(job, JOB_SWITCHING, NULL);
+		dioloop_node_drain_begin(node);
+		ret = migration_cancelled(m) ? -ECANCELED :
+					       job_switch(job, m, &why);
+		dioloop_node_drain_end(node);
+	}
+	if (ret < 0) {
+		struct migrate_progress p;
+
+		migration_get_progress(m, &p);
+		if (!why && p.error)
+			why = g_strdup_printf("%s at byte %llu",
+					      g_strerror(-p.error),
+					      (unsigned long long)p.error_pos);
+		goto fail;
+	}
+	migration_free(m);
+	backend_close(job->dst);	/* the old source */
+	job->dst = NULL;
+	if (job->remove_source && unlinkat(job->fs->source_fd, node->image,
+					   0) < 0)
+		g_warning("%s: removing the source after the switch: %s",
+			  node->name, g_strerror(errno));
+	g_message("%s: switched to %s", node->name, job->dest);
+	job_set(job, JOB_DONE, NULL);
+	goto out;
+
+fail:
+	if (m) {
+		job_engine_free(job);	/* frees m */
+		m = NULL;
+	}
+	if (job->dst) {
+		backend_close(job->dst);
+		job->dst = NULL;
+	}
+	if (job->created && !strstr(job->dest, "://"))
+		unlink(job->dest);
+	if (ret == -ECANCELED) {
+		g_message("%s: migration to %s cancelled; the node stays on its source",
+			  node->name, job->dest);
+		job_set(job, JOB_CANCELLED, "cancelled");
+	} else {
+		g_warning("%s: migration to %s failed: %s; the node stays on its source",
+			  node->name, job->dest, why ? why : g_strerror(-ret));
+		job_set(job, JOB_FAILED, "%s", why ? why : g_strerror(-ret));
+	}
+out:
+	dioloop_node_ctl_end(job->fs, node);
+	/* Not from this thread: dropping the last reference frees the
+	 * node, and with it this job, which joins this thread. */
+	dioloop_io_call(job->fs, job_forget_node, job_forget_new(job));
+	return NULL;
+}
+
+static void job_free(struct dioloop_migration *job)
+{
+	if (!job)
+		return;
+	if (job->thread)
+		g_thread_join(job->thread);
+	g_mutex_clear(&job->lock);
+	g_free(job->message);
+	g_free(job->dest);
+	g_free(job->format);
+	g_free(job);
+}
+
+/* ---- control commands ---- */
+
+/* A node for a migrate command: looked up (the caller forgets it). */
+static int migrate_node(struct dioloop_fs *fs, const char *cmd,
+			const char *name, struct dioloop_node **node,
+			GString *reply)
+{
+	int ret = dioloop_node_lookup(fs, name, node);
+
+	if (ret < 0) {
+		g_string_append_printf(reply, "%s: no node '%s'\n", cmd, name);
+		return ret;
+	}
+	return 0;
+}
+
+static bool job_running(struct dioloop_migration *job)
+{
+	bool running;
+
+	if (!job)
+		return false;
+	g_mutex_lock(&job->lock);
+	running = job->state == JOB_COPYING || job->state == JOB_SWITCHING;
+	g_mutex_unlock(&job->lock);
+	return running;
+}
+
+static int parse_migrate_opts(struct dioloop_migration *job, int argc,
+			      char **argv, GString *reply)
+{
+	int i;
+
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (g_str_has_prefix(a, "format=")) {
+			g_free(job->format);
+			job->format = g_strdup(a + 7);
+			if (strcmp(job->format, "raw") &&
+			    strcmp(job->format, "cow")) {
+				g_string_append_printf(reply, "migrate: unknown format '%s'\n",
+						       job->format);
+				return -EINVAL;
+			}
+		} else if (g_str_has_prefix(a, "bps=")) {
+			char *end;
+
+			job->opts.bps = g_ascii_strtoull(a + 4, &end, 10);
+			if (*end || end == a + 4) {
+				g_string_append_printf(reply, "migrate: bad %s\n",
+						       a);
+				return -EINVAL;
+			}
+		} else if (!strcmp(a, "ignore_bad_blocks")) {
+			job->opts.ignore_bad_blocks = true;
+		} else if (!strcmp(a, "remove_source")) {
+			job->remove_source = true;
+		} else {
+			g_string_append_printf(reply, "migrate: unknown option '%s'\n",
+					       a);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
+			GString *reply)
+{
+	struct dioloop_migration *job, *old;
+	struct dioloop_node *node;
+	struct stat st;
+	int ret;
+
+	if (argc < 2) {
+		g_string_append(reply, "migrate: expected a node and a destination\n");
+		return -EINVAL;
+	}
+	/* The switch records a redirect next to the image: a local source
+	 * directory's business. */
+	if (fs->remote) {
+		g_string_append(reply, "migrate: not on a mount of an nfs:// source\n");
+		return -EOPNOTSUPP;
+	}
+	job = g_new0(struct dioloop_migration, 1);
+	g_mutex_init(&job->lock);
+	job->fs = fs;
+	job->dest = g_strdup(argv[1]);
+	ret = parse_migrate_opts(job, argc - 2, argv + 2, reply);
+	if (ret < 0)
+		goto err_job;
+	if (strstr(job->dest, "://")) {
+		g_string_append(reply, "migrate: a URL destination needs the nfs backend, which this dioloop does not have\n");
+		ret = -EOPNOTSUPP;
+		goto err_job;
+	}
+	if (!g_path_is_absolute(job->dest)) {
+		g_string_append(reply, "migrate: the destination must be an absolute path\n");
+		ret = -EINVAL;
+		goto err_job;
+	}
+	if (lstat(job->dest, &st) == 0) {
+		g_string_append_printf(reply, "migrate: %s exists; give a new path\n",
+				       job->dest);
+		ret = -EEXIST;
+		goto err_job;
+	}
+	if (job->remove_source && strstr(job->dest, "://")) {
+		g_string_append(reply, "migrate: remove_source needs a local destination (the source stays)\n");
+		ret = -EOPNOTSUPP;
+		goto err_job;
+	}
+	ret = migrate_node(fs, "migrate", argv[0], &node, reply);
+	if (ret < 0)
+		goto err_job;
+	if (node->volume) {
+		g_string_append_printf(reply, "migrate: '%s' is a volume of a cow image; migrate the image's node\n",
+				       node->name);
+		ret = -EOPNOTSUPP;
+		goto err_node;
+	}
+	if (node->readonly) {
+		g_string_append_printf(reply, "migrate: '%s' is read-only\n",
+				       node->name);
+		ret = -EROFS;
+		goto err_node;
+	}
+	if (!job->format)
+		job->format = g_strdup(node->cow ? "cow" : "raw");
+	ret = dioloop_node_ctl_begin(fs, node);
+	if (ret < 0) {
+		g_string_append_printf(reply, "migrate: node '%s' was deleted\n",
+				       node->name);
+		goto err_node;
+	}
+	g_mutex_lock(&jobs_lock);
+	old = node_job(node);
+	if (job_running(old)) {
+		g_mutex_unlock(&jobs_lock);
+		dioloop_node_ctl_end(fs, node);
+		g_string_append_printf(reply, "migrate: '%s' is being migrated already\n",
+				       node->name);
+		ret = -EBUSY;
+		goto err_node;
+	}
+	job->node = node;
+	job->state = JOB_COPYING;
+	if (!jobs)
+		jobs = g_ptr_array_new();
+	if (old)
+		g_ptr_array_remove(jobs, old);
+	g_ptr_array_add(jobs, job);
+	atomic_store(&node->migration, job);
+	job->thread = g_thread_new("migrate", job_thread, job);
+	g_mutex_unlock(&jobs_lock);
+	job_free(old);
+	g_string_append_printf(reply, "started %s -> %s\n", node->name,
+			       job->dest);
+	/* The job keeps the lookup until its thread ends. */
+	return 0;
+
+err_node:
+	dioloop_node_forget(fs, node->ino, 1);
+err_job:
+	job_free(job);
+	return ret;
+}
+
+int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
+			       GString *reply)
+{
+	struct dioloop_migration *job;
+	struct dioloop_node *node;
+	struct migrate_progress p;
+	struct migration *m;
+	int ret;
+
+	if (argc != 1) {
+		g_string_append(reply, "migrate-status: expected a node\n");
+		return -EINVAL;
+	}
+	ret = migrate_node(fs, "migrate-status", argv[0], &node, reply);
+	if (ret < 0)
+		return ret;
+	g_mutex_lock(&jobs_lock);
+	job = node_job(node);
+	if (!job) {
+		g_string_append(reply, "idle\n");
+		goto out;
+	}
+	g_mutex_lock(&job->lock);
+	m = atomic_load(&job->engine);
+	if (m)
+		migration_get_progress(m, &p);
+	else
+		p = job->last;
+	g_string_append_printf(reply, "%s done=%llu total=%llu dirty=%llu passes=%u retried=%llu failed=%llu bad=%llu\n",
+			       state_names[job->state],
+			       (unsigned long long)p.done,
+			       (unsigned long long)p.total,
+			       (unsigned long long)p.dirty, p.passes,
+			       (unsigned long long)p.ranges_retried,
+			       (unsigned long long)p.ranges_failed,
+			       (unsigned long long)p.bad_blocks);
+	if (job->message && (job->state == JOB_FAILED ||
+			     job->state == JOB_CANCELLED))
+		g_string_append_printf(reply, "message: %s\n", job->message);
+	g_mutex_unlock(&job->lock);
+out:
+	g_mutex_unlock(&jobs_lock);
+	dioloop_node_forget(fs, node->ino, 1);
+	return 0;
+}
+
+int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
+			       GString *reply)
+{
+	struct dioloop_migration *job;
+	struct dioloop_node *node;
+	struct migration *m;
+	int ret;
+
+	if (argc != 1) {
+		g_string_append(reply, "migrate-cancel: expected a node\n");
+		return -EINVAL;
+	}
+	ret = migrate_node(fs, "migrate-cancel", argv[0], &node, reply);
+	if (ret < 0)
+		return ret;
+	g_mutex_lock(&jobs_lock);
+	job = node_job(node);
+	m = job ? atomic_load(&job->engine) : NULL;
+	if (m && job_running(job)) {
+		migration_cancel(m);
+		g_string_append_printf(reply, "cancelling %s\n", node->name);
+	} else {
+		g_string_append_printf(reply, "migrate-cancel: no migration of '%s' is running\n",
+				       node->name);
+		ret = -EINVAL;
+	}
+	g_mutex_unlock(&jobs_lock);
+	dioloop_node_forget(fs, node->ino, 1);
+	return ret;
+}
+
+void dioloop_migrations_stop(struct dioloop_fs *fs)
+{
+	GPtrArray *all;
+	guint i;
+
+	g_mutex_lock(&jobs_lock);
+	all = jobs;
+	jobs = NULL;
+	g_mutex_unlock(&jobs_lock);
+	if (!all)
+		return;
+	for (i = 0; i < all->len; i++) {
+		struct dioloop_migration *job = all->pdata[i];
+		struct migration *m = atomic_load(&job->engine);
+
+		if (job->fs != fs)
+			continue;
+		if (m)
+			migration_cancel(m);
+		if (job->thread) {
+			g_thread_join(job->thread);
+			job->thread = NULL;
+		}
+	}
+	g_ptr_array_free(all, TRUE);
+}
+
+void dioloop_node_migration_free(struct dioloop_node *node)
+{
+	struct dioloop_migration *job = atomic_exchange(&node->migration, NULL);
+
+	if (!job)
+		return;
+	g_mutex_lock(&jobs_lock);
+	if (jobs)
+		g_ptr_array_remove(jobs, job);
+	g_mutex_unlock(&jobs_lock);
+	job_free(job);
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Live migration of a node to another image, in the daemon: the control
+ * commands behind `dioloop migrate`, the write path's dirty marking, and
+ * the redirect that makes a switch outlive the daemon.
+ *
+ *   migrate NODE DEST [format=raw|cow] [bps=N] [ignore_bad_blocks]
+ *           [remove_source]
+ *       create DEST (a path that must not exist, or an nfs:// URL) with
+ *       the node's size, start copying in a thread of its own; reply
+ *       "started NODE -> DEST".  EBUSY while one runs on the node.
+ *   migrate-status NODE
+ *       "STATE done=N total=N dirty=N passes=N retried=N failed=N bad=N"
+ *       with STATE idle, copying, switching, done, failed or cancelled,
+ *       then "message: TEXT" after a failure.
+ *   migrate-cancel NODE
+ *       stop a running migration; the node stays on its source.
+ *
+ * The switch: drain the node (no request in flight, none admitted), copy
+ * what is still dirty, flush the destination, make the redirect durable,
+ * put the destination under the node's fault layer, admit requests again.
+ * The redirect is the file .IMAGE.dioloop-redirect in the source
+ * directory, holding the destination; a node whose image has one serves
+ * the destination (also after a restart, and when the image itself was
+ * removed with remove_source).  Until the redirect is durable the source
+ * is the node's image: a failure, a cancel or a crash leaves it there,
+ * whole (the migration never writes the source).
+ */
+#ifndef DIOLOOP_FUSEFS_MIGRATE_H
+#define DIOLOOP_FUSEFS_MIGRATE_H
+
+#include <glib.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "fusefs/fs.h"
+
+#define DIOLOOP_REDIRECT_SUFFIX ".dioloop-redirect"
+
+int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
+			GString *reply);
+int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
+			       GString *reply);
+int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
+			       GString *reply);
+
+/* The write path: [pos, pos + len) of node changed on its backend (call
+ * after the change completed).  Any thread. */
+void dioloop_node_changed(struct dioloop_node *node, uint64_t pos,
+			  uint64_t len);
+/* True while a migration of node runs (a resize must wait: EBUSY). */
+bool dioloop_node_migrating(struct dioloop_node *node);
+
+/* Where image (a name in the source directory) was migrated to: its
+ * redirect's target (g_free it), or NULL. */
+char *dioloop_redirect_read(struct dioloop_fs *fs, const char *image);
+
+/* IMAGE when name is a redirect's file name (.IMAGE.dioloop-redirect),
+ * else NULL; g_free it. */
+char *dioloop_redirected_name(const char *name);
+
+/* Cancel every running migration and wait for them (unmount). */
+void dioloop_migrations_stop(struct dioloop_fs *fs);
+/* Free what a node's last migration left (node freed). */
+void dioloop_node_migration_free(struct dioloop_node *node);
+
+#endif

@@ -1,0 +1,192 @@
+# shellcheck shell=bash disable=SC2034,SC2154
+# (SC2034: NFS_* are read by the tests; SC2154: nfs_rc is set inside the trap string.)
+# SPDX-License-Identifier: MIT
+#
+# A real NFS server for tests: nfs-ganesha (VFS FSAL) on 127.0.0.1, NFSv3,
+# on two free non-standard ports (NFS and MOUNT), exporting one directory
+# with no root squash.  rpcbind is started first (`rpcbind -w`) when none
+# answers, because ganesha will not serve NFSv3 without it.  Everything
+# is stopped by PID, never by name.
+#
+# Sourced by a test (after lib.sh and it_begin):
+#   source "$IT_DIR/nfs-lib.sh"
+#   nfs_server_start DIR      # sets NFS_PORT, MNT_PORT, NFS_URL_BASE
+#   nfs_server_restart        # stop + start, same ports and export
+#   nfs_server_stop / nfs_server_start_again
+#   nfs_server_cleanup        # at exit (nfs_server_start installs it)
+# Run as a command by a test program (the state lives in files, so a
+# server restarted by a child is still stopped at exit):
+#   bash nfs-lib.sh STATE_DIR restart|stop|start
+#
+# Needs root (the VFS FSAL opens files by handle).
+
+NFS_STATE=${NFS_STATE:-}
+NFS_PORT=
+MNT_PORT=
+NFS_URL_BASE=
+
+nfs_log() {
+	printf '[nfs-lib %3ds] %s\n' "$SECONDS" "$*"
+}
+
+# A TCP port nothing listens on.
+nfs_free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+nfs_pid_alive() {
+	local state
+	state=$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ -n $state && $state != Z && $state != X ]]
+}
+
+# nfs_kill_pidfile FILE: TERM (then KILL) the process whose PID is in FILE.
+nfs_kill_pidfile() {
+	local pid i
+	[[ -s $1 ]] || return 0
+	pid=$(<"$1")
+	rm -f "$1"
+	[[ $pid =~ ^[0-9]+$ ]] || return 0
+	nfs_pid_alive "$pid" || return 0
+	kill -TERM "$pid" 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		nfs_pid_alive "$pid" || return 0
+		sleep 0.1
+	done
+	nfs_log "pid $pid ignored SIGTERM: SIGKILL"
+	kill -KILL "$pid" 2>/dev/null
+	for ((i = 0; i < 50; i++)); do
+		nfs_pid_alive "$pid" || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# Is NFS (and MOUNT) answering on our ports?
+nfs_server_answers() {
+	rpcinfo -n "$NFS_PORT" -t 127.0.0.1 100003 3 >/dev/null 2>&1 &&
+		rpcinfo -n "$MNT_PORT" -t 127.0.0.1 100005 3 >/dev/null 2>&1
+}
+
+nfs_load_state() {
+	NFS_PORT=$(<"$NFS_STATE/nfs_port")
+	MNT_PORT=$(<"$NFS_STATE/mnt_port")
+}
+
+# Start rpcbind unless one answers already (ours is recorded to stop).
+nfs_rpcbind_ensure() {
+	local i
+	rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && return 0
+	command -v rpcbind >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
+	# Own session: a test framework that kills its children's process
+	# group must not take the server with it.
+	setsid rpcbind -f -w </dev/null >>"$NFS_STATE/rpcbind.log" 2>&1 &
+	echo $! >"$NFS_STATE/rpcbind.pid"
+	for ((i = 0; i < 100; i++)); do
+		rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	nfs_log "rpcbind did not answer"
+	return 1
+}
+
+# Start ganesha with the state dir's config; wait until it answers.
+nfs_ganesha_launch() {
+	local i pid
+	nfs_rpcbind_ensure || return 1
+	PATH=$PATH:/usr/sbin:/sbin setsid ganesha.nfsd -F -f "$NFS_STATE/ganesha.conf" \
+		-L "$NFS_STATE/ganesha.log" -p "$NFS_STATE/ganesha.nfsd.pid" -N NIV_WARN \
+		</dev/null >>"$NFS_STATE/ganesha.out" 2>&1 &
+	pid=$!
+	echo "$pid" >"$NFS_STATE/ganesha.pid"
+	for ((i = 0; i < 300; i++)); do
+		if ! nfs_pid_alive "$pid"; then
+			nfs_log "ganesha exited; its log:"
+			tail -n 20 "$NFS_STATE/ganesha.log" "$NFS_STATE/ganesha.out" 2>/dev/null | sed 's/^/    | /'
+			rm -f "$NFS_STATE/ganesha.pid"
+			return 1
+		fi
+		nfs_server_answers && return 0
+		sleep 0.1
+	done
+	nfs_log "ganesha did not answer within 30 s"
+	return 1
+}
+
+# nfs_server_start DIR: serve DIR (made if missing).
+nfs_server_start() {
+	local dir=$1
+	mkdir -p "$dir" || return 1
+	dir=$(cd "$dir" && pwd -P)
+	NFS_STATE=${IT_TMP:?}/nfs-server
+	mkdir -p "$NFS_STATE"
+	NFS_PORT=$(nfs_free_port) && MNT_PORT=$(nfs_free_port) || return 1
+	while [[ $MNT_PORT == "$NFS_PORT" ]]; do MNT_PORT=$(nfs_free_port); done
+	echo "$NFS_PORT" >"$NFS_STATE/nfs_port"
+	echo "$MNT_PORT" >"$NFS_STATE/mnt_port"
+	cat >"$NFS_STATE/ganesha.conf" <<EOF
+NFS_CORE_PARAM {
+    Protocols = 3;
+    NFS_Port = $NFS_PORT;
+    MNT_Port = $MNT_PORT;
+    Bind_addr = 127.0.0.1;
+    Enable_NLM = false;
+    Enable_RQUOTA = false;
+}
+NFS_KRB5 { Active_krb5 = false; }
+NFSV4 { Graceless = true; }
+EXPORT {
+    Export_Id = 1;
+    Path = $dir;
+    Pseudo = /export;
+    Access_Type = RW;
+    Squash = No_Root_Squash;
+    Protocols = 3;
+    SecType = sys;
+    FSAL { Name = VFS; }
+}
+LOG { Default_Log_Level = WARN; }
+EOF
+	NFS_URL_BASE="nfs://127.0.0.1:$NFS_PORT$dir"
+	# lib.sh's EXIT trap runs after ours, with the test's status.
+	trap 'nfs_rc=$?; nfs_server_cleanup; (exit $nfs_rc); it_cleanup' EXIT
+	nfs_ganesha_launch || return 1
+	nfs_log "ganesha serves $dir on 127.0.0.1 (NFS port $NFS_PORT, MOUNT port $MNT_PORT)"
+}
+
+nfs_server_stop() {
+	nfs_kill_pidfile "$NFS_STATE/ganesha.pid"
+}
+
+nfs_server_start_again() {
+	nfs_load_state
+	[[ -s $NFS_STATE/ganesha.pid ]] && nfs_pid_alive "$(<"$NFS_STATE/ganesha.pid")" &&
+		return 0
+	nfs_ganesha_launch
+}
+
+nfs_server_restart() {
+	nfs_server_stop && nfs_server_start_again
+}
+
+# Stop what we started: ganesha, then our rpcbind (never one we found).
+nfs_server_cleanup() {
+	[[ -n $NFS_STATE && -d $NFS_STATE ]] || return 0
+	nfs_kill_pidfile "$NFS_STATE/ganesha.pid"
+	nfs_kill_pidfile "$NFS_STATE/rpcbind.pid"
+}
+
+# As a command: bash nfs-lib.sh STATE_DIR restart|stop|start
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	set -uo pipefail
+	NFS_STATE=${1:?usage: nfs-lib.sh STATE_DIR restart|stop|start}
+	case ${2:-} in
+	restart) nfs_server_restart ;;
+	stop) nfs_server_stop ;;
+	start) nfs_server_start_again ;;
+	*)
+		echo "usage: nfs-lib.sh STATE_DIR restart|stop|start" >&2
+		exit 2
+		;;
+	esac
+fi
