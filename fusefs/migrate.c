@@ -20,6 +20,7 @@
 
 #include "backends/cow/format.h"
 #include "backends/migrate.h"
+#include "backends/nfs/nfs.h"
 #include "backends/testing/fault.h"
 
 enum job_state {
@@ -175,6 +176,15 @@ static int create_dest(struct dioloop_migration *job, uint64_t size,
 {
 	int fd;
 
+	if (strstr(job->dest, "://")) {
+		int ret = nfs_image_create(job->dest, size, true);
+
+		if (ret < 0)
+			*why = g_strdup_printf("creating %s: %s", job->dest,
+					       ret == -EEXIST ? "it exists" :
+					       g_strerror(-ret));
+		return ret;
+	}
 	if (!strcmp(job->format, "cow")) {
 		struct cow_format_opts o = { .size = size };
 		struct cow_err err = { { 0 } };
@@ -342,7 +352,9 @@ fail:
 		backend_close(job->dst);
 		job->dst = NULL;
 	}
-	if (job->created && !strstr(job->dest, "://"))
+	if (job->created && strstr(job->dest, "://"))
+		nfs_image_remove(job->dest);
+	else if (job->created)
 		unlink(job->dest);
 	if (ret == -ECANCELED) {
 		g_message("%s: migration to %s cancelled; the node stays on its source",
@@ -467,16 +479,25 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	if (ret < 0)
 		goto err_job;
 	if (strstr(job->dest, "://")) {
-		g_string_append(reply, "migrate: a URL destination needs the nfs backend, which this dioloop does not have\n");
-		ret = -EOPNOTSUPP;
-		goto err_job;
-	}
-	if (!g_path_is_absolute(job->dest)) {
+		if (nfs_url_check(job->dest, true) < 0) {
+			g_string_append_printf(reply, "migrate: bad URL %s\n",
+					       job->dest);
+			ret = -EINVAL;
+			goto err_job;
+		}
+		if (job->format && strcmp(job->format, "raw")) {
+			g_string_append(reply, "migrate: an nfs:// destination holds a raw image (format=cow needs a local path)\n");
+			ret = -EINVAL;
+			goto err_job;
+		}
+		g_free(job->format);
+		job->format = g_strdup("nfs");
+	} else if (!g_path_is_absolute(job->dest)) {
 		g_string_append(reply, "migrate: the destination must be an absolute path\n");
 		ret = -EINVAL;
 		goto err_job;
 	}
-	if (lstat(job->dest, &st) == 0) {
+	if (!strstr(job->dest, "://") && lstat(job->dest, &st) == 0) {
 		g_string_append_printf(reply, "migrate: %s exists; give a new path\n",
 				       job->dest);
 		ret = -EEXIST;

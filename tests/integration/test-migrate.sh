@@ -1,0 +1,186 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Live migration of mounted nodes (dioloop migrate):
+#  - raw -> cow of an idle node: the destination holds exactly the node's
+#    bytes and its holes stay holes;
+#  - raw -> cow and then cow -> raw while ext4 on a direct-I/O loop device
+#    over the node runs fio verify=crc32c: no verify error, e2fsck clean,
+#    every file intact; after a daemon restart the node serves the last
+#    destination (the redirect);
+#  - a destination that fills up mid-copy: the migration fails, the node
+#    keeps serving its source, byte for byte;
+#  - Ctrl-C of dioloop migrate, and kill -9 of the daemon during a
+#    migration: the node is on its source, intact.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+it_begin "live migration of mounted nodes between raw and cow" \
+	fio mkfs.ext4 e2fsck jq
+
+SRC=$IT_TMP/src
+DST=$IT_TMP/dst
+MNT=$IT_TMP/mnt
+mkdir -p "$SRC" "$DST"
+
+must "create a.img" "$DIOLOOP_BIN" create --size 64M "$SRC/a.img"
+must "create b.img" "$DIOLOOP_BIN" create --size 256M "$SRC/b.img"
+must "create c.img" "$DIOLOOP_BIN" create --size 64M "$SRC/c.img"
+start_daemon "$SRC" "$MNT"
+
+# migrate NODE DEST [OPTIONS...]: dioloop migrate, output in last.out.
+migrate() {
+	local node=$1 dest=$2
+	shift 2
+	"$DIOLOOP_BIN" migrate "$@" "$MNT/$node" "$dest" >"$IT_TMP/last.out" 2>&1 </dev/null
+}
+
+info_json() {
+	"$DIOLOOP_BIN" info --json "$1"
+}
+
+# node_format NODE: the backend serving a node, from the mount's stats.
+node_format() {
+	jq -r --arg n "$1" '.nodes[$n].format' "$MNT/.dioloop/stats.json" 2>&1
+}
+
+# ---------------------------------------------------------------- idle raw -> cow
+
+# 8 MiB of data in three places; the rest stays a hole.
+for off in 0 20 50; do
+	must "write 3 MiB at $off MiB of a.img" \
+		dd if=/dev/urandom of="$MNT/a.img" bs=1M seek="$off" count=3 \
+		oflag=direct conv=notrunc status=none
+done
+must "write 1 MiB at 63 MiB of a.img" \
+	dd if=/dev/urandom of="$MNT/a.img" bs=1M seek=63 count=1 \
+	oflag=direct conv=notrunc status=none
+sha_before=$(sha "$MNT/a.img")
+expect_ok "migrate a.img (idle) to a cow image" migrate a.img "$DST/a.cow" --format cow
+it_show "$IT_TMP/last.out" 3
+expect_eq "a.img reads the same after the switch" "$sha_before" "$(sha "$MNT/a.img")"
+expect_same_bytes "the source is untouched" "$SRC/a.img" "$MNT/a.img"
+expect_eq "the redirect names the destination" "$DST/a.cow" \
+	"$(cat "$SRC/.a.img.dioloop-redirect" 2>&1)"
+expect_eq "a.img is served by the cow backend now" cow \
+	"$(node_format a.img)"
+mapped=$(info_json "$DST/a.cow" | jq -r '[.volumes[] | .mapped_blocks] | add' 2>&1)
+expect_eq "the destination maps exactly the 10 MiB written (holes stay holes)" \
+	2560 "$mapped"
+
+# ---------------------------------------------------------------- raw -> cow -> raw under load
+
+attach_loop "$MNT/b.img"
+B_LOOP=$LOOP_DEV
+INNER=$IT_TMP/inner
+must "mkfs.ext4 on b.img" mkfs.ext4 -q -F "$B_LOOP"
+mount_inner "$B_LOOP" "$INNER"
+must "write files with known checksums" make_files "$INNER" b
+
+# fio_load TAG: fio verify=crc32c in the background, 4 rounds of random
+# writes then a full verify each; FIO_PID.
+fio_load() {
+	start_helper fio --name="$1" --directory="$INNER" --size=24M --bs=4k \
+		--rw=randwrite --ioengine=libaio --iodepth=16 --direct=1 \
+		--verify=crc32c --verify_fatal=1 --do_verify=1 --loops=4 \
+		--output="$IT_TMP/fio-$1.out"
+	FIO_PID=$HELPER_PID
+}
+
+# wait_fio TAG
+wait_fio() {
+	local rc=0
+	wait "$FIO_PID" || rc=$?
+	forget_pid "$FIO_PID"
+	if ((rc == 0)) && ! grep -q "verify:" "$IT_TMP/fio-$1.out" 2>/dev/null &&
+		grep -q "err= 0" "$IT_TMP/fio-$1.out"; then
+		it_ok "$1: fio verify=crc32c through the switch: no error"
+	else
+		it_fail "$1: expected fio to verify without error, got exit status $rc:"
+		it_show "$IT_TMP/fio-$1.out" 15
+	fi
+}
+
+fio_load raw-to-cow
+sleep 1
+# Throttled so that the copy runs while fio writes.
+expect_ok "migrate b.img to cow under fio" migrate b.img "$DST/b.cow" --format cow --bps 64M
+it_show "$IT_TMP/last.out" 3
+wait_fio raw-to-cow
+expect_eq "b.img is served by the cow backend" cow \
+	"$(node_format b.img)"
+
+fio_load cow-to-raw
+sleep 1
+expect_ok "migrate b.img back to raw under fio" migrate b.img "$DST/b.raw" --format raw --bps 64M
+it_show "$IT_TMP/last.out" 3
+wait_fio cow-to-raw
+check_files "$INNER" b
+umount_inner "$INNER" || it_die "cannot go on with $INNER mounted"
+expect_ok "e2fsck of the migrated ext4 is clean" e2fsck -fn "$B_LOOP"
+detach_loop "$B_LOOP"
+sha_b=$(sha "$MNT/b.img")
+expect_same_bytes "the node is its last destination" "$DST/b.raw" "$MNT/b.img"
+expect_eq "b.img is served by the raw backend again" raw "$(node_format b.img)"
+
+# ---------------------------------------------------------------- a full destination
+
+must "fill c.img with 32 MiB of data" \
+	dd if=/dev/urandom of="$MNT/c.img" bs=1M count=32 oflag=direct conv=notrunc status=none
+TINY=$IT_TMP/tiny
+mount_inner tmpfs "$TINY" -t tmpfs -o size=8M
+expect_status "migrate c.img to a full file system fails" 1 \
+	"$DIOLOOP_BIN" migrate "$MNT/c.img" "$TINY/c.raw"
+it_show "$IT_TMP/last.out" 3
+expect_match "the failure is said" ".*(No space left|stays on its source).*" \
+	"$(tr '\n' ' ' <"$IT_TMP/last.out")"
+expect_same_bytes "c.img still serves its source" "$SRC/c.img" "$MNT/c.img"
+expect_eq "no redirect for c.img" no \
+	"$([[ -e $SRC/.c.img.dioloop-redirect ]] && echo yes || echo no)"
+expect_eq "the partial destination is removed" no \
+	"$([[ -e $TINY/c.raw ]] && echo yes || echo no)"
+umount_inner "$TINY"
+
+# ---------------------------------------------------------------- Ctrl-C
+
+start_helper "$DIOLOOP_BIN" migrate --bps 2M "$MNT/c.img" "$DST/c.raw"
+CLI=$HELPER_PID
+sleep 1.5
+kill -INT "$CLI"
+rc=0
+wait "$CLI" || rc=$?
+forget_pid "$CLI"
+expect_eq "dioloop migrate interrupted exits 1" 1 "$rc"
+expect_same_bytes "c.img is on its source after the cancel" "$SRC/c.img" "$MNT/c.img"
+expect_eq "the cancelled destination is removed" no \
+	"$([[ -e $DST/c.raw ]] && echo yes || echo no)"
+status=$("$DIOLOOP_BIN" migrate --cancel "$MNT/c.img" 2>&1)
+expect_match "cancel with nothing running says so" ".*no migration.*running.*" "$status"
+
+# ---------------------------------------------------------------- restart serves the redirects
+
+dioloop_umount "$MNT"
+daemon_wait "$DAEMON_PID"
+start_daemon "$SRC" "$MNT"
+expect_eq "after a restart b.img serves its destination" "$sha_b" "$(sha "$MNT/b.img")"
+expect_eq "after a restart a.img serves its destination" "$sha_before" "$(sha "$MNT/a.img")"
+
+# ---------------------------------------------------------------- kill -9 mid-migration
+
+expect_ok "start a slow migration of c.img" \
+	"$DIOLOOP_BIN" migrate --detach --bps 2M "$MNT/c.img" "$DST/c2.raw"
+sleep 1
+VICTIM=$DAEMON_PID
+kill -KILL "$VICTIM"
+daemon_wait "$VICTIM"
+must "fusermount3 -u -z $MNT" fusermount3 -u -z "$MNT"
+forget_mount "$MNT"
+expect_eq "no redirect for c.img after the crash" no \
+	"$([[ -e $SRC/.c.img.dioloop-redirect ]] && echo yes || echo no)"
+start_daemon "$SRC" "$MNT"
+expect_same_bytes "after kill -9 c.img serves its source, intact" "$SRC/c.img" "$MNT/c.img"
+dioloop_umount "$MNT"
+daemon_wait "$DAEMON_PID"
+expect_ok "dioloop check of the cow destination a.cow is clean" \
+	"$DIOLOOP_BIN" check "$DST/a.cow"
+
+it_end
