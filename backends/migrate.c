@@ -23,6 +23,7 @@ struct migration {
 	_Atomic uint64_t *dirty;	/* one bit per chunk */
 	_Atomic uint64_t nr_dirty;	/* bits set */
 	uint8_t *retries;		/* -EAGAIN count per chunk; copier only */
+	uint8_t *touched;		/* chunks written to dst; copier only */
 	atomic_bool cancel;
 
 	/* Rate limit: bytes allowed since start_us. */
@@ -42,10 +43,21 @@ static bool block_is_zero(const uint8_t *p)
 	return !memcmp(p, zero, BLOCK);
 }
 
-/* Write buf's non-zero blocks to dst at pos and discard the zero ones
- * (they may hold older data from an earlier copy). */
+/* Make [pos, pos + len) of dst read as zeros: discard, or write zeros
+ * where the backend cannot deallocate (NFSv3). */
+static int clear_range(struct backend *dst, uint64_t pos, uint64_t len)
+{
+	int ret = backend_discard(dst, pos, len);
+
+	if (ret == -EOPNOTSUPP)
+		ret = backend_write_zeroes(dst, pos, len);
+	return ret;
+}
+
+/* Write buf's non-zero blocks to dst at pos; the zero ones are cleared
+ * unless dst is known to read zeros there (fresh). */
 static int put_sparse(struct backend *dst, const uint8_t *buf, uint64_t pos,
-		      uint64_t len)
+		      uint64_t len, bool fresh)
 {
 	uint64_t i = 0;
 
@@ -65,7 +77,7 @@ static int put_sparse(struct backend *dst, const uint8_t *buf, uint64_t pos,
 			j += m;
 		}
 		if (zero) {
-			int ret = backend_discard(dst, pos + i, j - i);
+			int ret = fresh ? 0 : clear_range(dst, pos + i, j - i);
 
 			if (ret < 0)
 				return ret;
@@ -83,7 +95,7 @@ static int put_sparse(struct backend *dst, const uint8_t *buf, uint64_t pos,
 }
 
 static int copy_data(struct backend *dst, struct backend *src, uint64_t pos,
-		     uint64_t len)
+		     uint64_t len, bool fresh)
 {
 	uint8_t *buf;
 	uint64_t done = 0;
@@ -100,16 +112,17 @@ static int copy_data(struct backend *dst, struct backend *src, uint64_t pos,
 		else if ((uint64_t)r != n)
 			ret = -EIO;	/* the source shrank */
 		else
-			ret = put_sparse(dst, buf, pos + done, n);
+			ret = put_sparse(dst, buf, pos + done, n, fresh);
 		done += n;
 	}
 	free(buf);
 	return ret;
 }
 
-/* The default: follow src's map; holes become discards on dst. */
+/* The default: follow src's map; holes are cleared on dst unless it is
+ * known to read zeros there (fresh: nothing was copied there yet). */
 static int migrate_copy_range(struct backend *dst, struct backend *src,
-			      uint64_t pos, uint64_t len)
+			      uint64_t pos, uint64_t len, bool fresh)
 {
 	uint64_t end = pos + len;
 
@@ -122,9 +135,9 @@ static int migrate_copy_range(struct backend *dst, struct backend *src,
 		if (ret < 0)
 			return ret;
 		if (ext.hole)
-			ret = backend_discard(dst, pos, ext.len);
+			ret = fresh ? 0 : clear_range(dst, pos, ext.len);
 		else
-			ret = copy_data(dst, src, pos, ext.len);
+			ret = copy_data(dst, src, pos, ext.len, fresh);
 		if (ret < 0)
 			return ret;
 		pos += ext.len;
@@ -141,7 +154,19 @@ int backend_migratepage(struct backend *dst, struct backend *src,
 		return MIGRATEPAGE_SUCCESS;
 	if (dst->ops->migratepage)
 		return dst->ops->migratepage(dst, src, pos, len);
-	return migrate_copy_range(dst, src, pos, len);
+	return migrate_copy_range(dst, src, pos, len, false);
+}
+
+/* A range of the migration's destination: the op, or the core's copy
+ * told whether the destination still reads zeros there. */
+static int migrate_range(struct migration *m, uint64_t pos, uint64_t len,
+			 bool fresh)
+{
+	if (m->dst->flags & BACKEND_OPEN_RDONLY)
+		return -EROFS;
+	if (m->dst->ops->migratepage)
+		return m->dst->ops->migratepage(m->dst, m->src, pos, len);
+	return migrate_copy_range(m->dst, m->src, pos, len, fresh);
 }
 
 /* ---- the dirty bitmap ---- */
@@ -225,6 +250,7 @@ int migration_new(struct backend *src, struct backend *dst,
 	m->dirty = g_new0(_Atomic uint64_t,
 			  (m->nr_chunks + WORD_BITS - 1) / WORD_BITS + 1);
 	m->retries = g_new0(uint8_t, m->nr_chunks + 1);
+	m->touched = g_new0(uint8_t, m->nr_chunks + 1);
 	g_mutex_init(&m->lock);
 	m->prog.size = m->size;
 	m->start_us = g_get_monotonic_time();
@@ -238,6 +264,7 @@ void migration_free(struct migration *m)
 		return;
 	g_mutex_clear(&m->lock);
 	g_free(m->retries);
+	g_free(m->touched);
 	g_free(m->dirty);
 	g_free(m);
 }
@@ -301,7 +328,7 @@ static int copy_around_bad(struct migration *m, uint64_t pos, uint64_t len)
 			g_warning("%s: unreadable block at byte %llu left as a hole on the destination",
 				  m->src->path ? m->src->path : "source",
 				  (unsigned long long)(pos + off));
-			ret = backend_discard(m->dst, pos + off, n);
+			ret = clear_range(m->dst, pos + off, n);
 			g_mutex_lock(&m->lock);
 			m->prog.bad_blocks++;
 			g_mutex_unlock(&m->lock);
@@ -361,7 +388,8 @@ int migration_pass(struct migration *m)
 		 * again, and the chunk is copied once more. */
 		if (!chunk_test_and_clear(m, c))
 			continue;
-		ret = backend_migratepage(m->dst, m->src, pos, len);
+		ret = migrate_range(m, pos, len, !m->touched[c]);
+		m->touched[c] = 1;	/* even a failed try may have written */
 		if ((ret == -EIO || ret == -EBADMSG) &&
 		    m->opts.ignore_bad_blocks)
 			ret = copy_around_bad(m, pos, len);
