@@ -138,6 +138,9 @@ static int follow(const char *ctl, const char *qnode, const char *node,
 		       node, dioloop_format_size(st.done, a, sizeof(a)),
 		       (unsigned long long)st.passes,
 		       (unsigned long long)st.retried);
+		if (st.bad)
+			printf("%s: %llu unreadable source blocks were left as holes\n",
+			       node, (unsigned long long)st.bad);
 		return DIOLOOP_EXIT_OK;
 	}
 	dioloop_err("migrate: %s: %s%s%s; the node stays on its source", node,
