@@ -443,10 +443,15 @@ int cow_check(const char *path, unsigned int flags,
 	res->generation = c.sb.generation;
 	res->nr_blocks = c.sb.nr_blocks;
 	if (fstat(c.fd, &st) == 0 &&
-	    (uint64_t)st.st_size < c.sb.nr_blocks << COW_BLOCK_SHIFT)
+	    (uint64_t)st.st_size < c.sb.nr_blocks << COW_BLOCK_SHIFT) {
 		problem(&c, "truncated image: %llu blocks in use, the file has %lld bytes",
 			(unsigned long long)c.sb.nr_blocks,
 			(long long)st.st_size);
+		/* Counting needs memory for every block the superblock
+		 * claims, which the file does not back: stop here. */
+		ret = 0;
+		goto out;
+	}
 	c.refs = g_try_new0(uint32_t, c.sb.nr_blocks);
 	c.counts = g_try_new0(uint32_t, c.sb.nr_blocks);
 	c.kind = g_try_new0(uint8_t, c.sb.nr_blocks);

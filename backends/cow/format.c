@@ -453,7 +453,7 @@ int cow_sb_read(int fd, struct cow_sb *sb, uint32_t *slot,
 		pick = ok[1];
 	if (!ok[!pick])
 		snprintf(fallback->msg, sizeof(fallback->msg),
-			 "superblock copy %u is bad (%s); using copy %u (generation %llu)",
+			 "superblock copy %u is bad (%.120s); using copy %u (generation %llu)",
 			 !pick, why[!pick].msg, pick,
 			 (unsigned long long)cand[pick].generation);
 	*sb = cand[pick];
