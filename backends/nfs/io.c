@@ -303,6 +303,51 @@ static bool dnfs_status_reconnects(int status)
 	return status == NFS3ERR_STALE || status == NFS3ERR_BADHANDLE;
 }
 
+/* ---- replies ---- */
+
+/*
+ * The part of a READ or WRITE reply that is the same for both: false
+ * when the piece was dealt with here (a stale reply, a lost RPC, an
+ * abandoned piece); else true, with the piece no longer in flight.
+ */
+static bool dnfs_reply_arrived(struct dnfs *d, struct dnfs_piece *p,
+			       int status, void *data)
+{
+	if (p->state != DNFS_P_INFLIGHT || p->gen != d->gen)
+		return false;
+	dnfs_piece_landed(d, p);
+	if (status != RPC_STATUS_SUCCESS) {
+		dnfs_rpc_lost(d, p, status, data);
+		return false;
+	}
+	if (p->abandoned) {
+		dnfs_piece_free(d, p);
+		return false;
+	}
+	return true;
+}
+
+/* A reply's NFS status: true for NFS3_OK; else the piece is requeued
+ * (reconnecting when the status asks for it) or failed, and false. */
+static bool dnfs_reply_ok(struct dnfs *d, struct dnfs_piece *p,
+			  nfsstat3 st, const char *op)
+{
+	if (st == NFS3_OK)
+		return true;
+	if (dnfs_status_reconnects(st)) {
+		dnfs_piece_requeue(d, p);
+		dnfs_conn_broken(d, dnfs_nfsstat_str(st));
+	} else if (st == NFS3ERR_JUKEBOX) {
+		dnfs_piece_requeue(d, p);
+	} else {
+		g_warning("%s: %s at %llu: %s", d->url.url, op,
+			  (unsigned long long)(p->pos + p->done),
+			  dnfs_nfsstat_str(st));
+		dnfs_piece_fail(d, p, dnfs_errno(st));
+	}
+	return false;
+}
+
 /* ---- READ ---- */
 
 static void dnfs_read_cb(struct rpc_context *rpc, int status, void *data,
@@ -314,31 +359,9 @@ static void dnfs_read_cb(struct rpc_context *rpc, int status, void *data,
 	struct iov_iter it;
 	uint32_t n, want = p->len - p->done;
 
-	if (p->state != DNFS_P_INFLIGHT || p->gen != d->gen)
+	if (!dnfs_reply_arrived(d, p, status, data) ||
+	    !dnfs_reply_ok(d, p, res->status, "READ"))
 		return;
-	dnfs_piece_landed(d, p);
-	if (status != RPC_STATUS_SUCCESS) {
-		dnfs_rpc_lost(d, p, status, data);
-		return;
-	}
-	if (p->abandoned) {
-		dnfs_piece_free(d, p);
-		return;
-	}
-	if (res->status != NFS3_OK) {
-		if (dnfs_status_reconnects(res->status)) {
-			dnfs_piece_requeue(d, p);
-			dnfs_conn_broken(d, dnfs_nfsstat_str(res->status));
-		} else if (res->status == NFS3ERR_JUKEBOX) {
-			dnfs_piece_requeue(d, p);
-		} else {
-			g_warning("%s: READ at %llu: %s", d->url.url,
-				  (unsigned long long)(p->pos + p->done),
-				  dnfs_nfsstat_str(res->status));
-			dnfs_piece_fail(d, p, dnfs_errno(res->status));
-		}
-		return;
-	}
 	n = MIN(res->READ3res_u.resok.count, res->READ3res_u.resok.data.data_len);
 	n = MIN(n, want);
 	it = *p->req->iocb->ki_iter;
@@ -375,31 +398,9 @@ static void dnfs_write_cb(struct rpc_context *rpc, int status, void *data,
 	WRITE3resok *ok;
 	bool was_resend;
 
-	if (p->state != DNFS_P_INFLIGHT || p->gen != d->gen)
+	if (!dnfs_reply_arrived(d, p, status, data) ||
+	    !dnfs_reply_ok(d, p, res->status, "WRITE"))
 		return;
-	dnfs_piece_landed(d, p);
-	if (status != RPC_STATUS_SUCCESS) {
-		dnfs_rpc_lost(d, p, status, data);
-		return;
-	}
-	if (p->abandoned) {
-		dnfs_piece_free(d, p);
-		return;
-	}
-	if (res->status != NFS3_OK) {
-		if (dnfs_status_reconnects(res->status)) {
-			dnfs_piece_requeue(d, p);
-			dnfs_conn_broken(d, dnfs_nfsstat_str(res->status));
-		} else if (res->status == NFS3ERR_JUKEBOX) {
-			dnfs_piece_requeue(d, p);
-		} else {
-			g_warning("%s: WRITE at %llu: %s", d->url.url,
-				  (unsigned long long)(p->pos + p->done),
-				  dnfs_nfsstat_str(res->status));
-			dnfs_piece_fail(d, p, dnfs_errno(res->status));
-		}
-		return;
-	}
 	ok = &res->WRITE3res_u.resok;
 	if (ok->count == 0 || ok->count > p->len - p->done) {
 		g_warning("%s: WRITE at %llu: the server took %u bytes",

@@ -25,6 +25,7 @@ mkdir -p "$SRC" "$DST"
 must "create a.img" "$DIOLOOP_BIN" create --size 64M "$SRC/a.img"
 must "create b.img" "$DIOLOOP_BIN" create --size 256M "$SRC/b.img"
 must "create c.img" "$DIOLOOP_BIN" create --size 64M "$SRC/c.img"
+must "create d.img" "$DIOLOOP_BIN" create --size 64M "$SRC/d.img"
 start_daemon "$SRC" "$MNT"
 
 # migrate NODE DEST [OPTIONS...]: dioloop migrate, output in last.out.
@@ -176,6 +177,16 @@ expect_eq "the cancelled destination is removed" no \
 status=$("$DIOLOOP_BIN" migrate --cancel "$MNT/c.img" 2>&1)
 expect_match "cancel with nothing running says so" ".*no migration.*running.*" "$status"
 
+# ---------------------------------------------------------------- --remove-source
+
+must "write 5 MiB to d.img" \
+	dd if=/dev/urandom of="$MNT/d.img" bs=1M seek=7 count=5 oflag=direct conv=notrunc status=none
+sha_d=$(sha "$MNT/d.img")
+expect_ok "migrate d.img with --remove-source" migrate d.img "$DST/d.cow" --format cow --remove-source
+expect_eq "the source image is removed" no "$([[ -e $SRC/d.img ]] && echo yes || echo no)"
+expect_match "d.img is still listed" ".*d\.img.*" "$(names "$MNT")"
+expect_eq "d.img reads the same from its destination" "$sha_d" "$(sha "$MNT/d.img")"
+
 # ---------------------------------------------------------------- restart serves the redirects
 
 dioloop_umount "$MNT"
@@ -183,6 +194,7 @@ daemon_wait "$DAEMON_PID"
 start_daemon "$SRC" "$MNT"
 expect_eq "after a restart b.img serves its destination" "$sha_b" "$(sha "$MNT/b.img")"
 expect_eq "after a restart a.img serves its destination" "$sha_before" "$(sha "$MNT/a.img")"
+expect_eq "after a restart d.img (source removed) serves its destination" "$sha_d" "$(sha "$MNT/d.img")"
 
 # ---------------------------------------------------------------- kill -9 mid-migration
 
