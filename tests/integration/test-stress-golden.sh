@@ -55,6 +55,9 @@ done <<'EOF'
 --frobnicate
 extra-argument
 --report /nonexistent/results.jsonl
+--nfs-url http://127.0.0.1/srv/images
+--nfs-export /nonexistent
+--nfs-url nfs://127.0.0.1/srv/images --nfs-export /nonexistent
 EOF
 expect_same "bad arguments" "$GOLDEN/stress-bad-args.out" "$IT_TMP/bad-args.out"
 

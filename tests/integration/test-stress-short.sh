@@ -16,8 +16,9 @@
 # run nothing is left mounted, attached or running, and the work dir is
 # gone.  A control shows that the metadata workload's checks can fail.
 #
-# When a backend lands (cow, nfs), its lines in the golden files change
-# from SKIP to PASS: update them with the run's filtered output.
+# When a backend lands, its lines in the golden files change from SKIP to
+# PASS: update them with the run's filtered output.  nfs needs a server
+# (--nfs-url): here its lines say SKIP; test-stress-nfs.sh runs it.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 STRESS=$IT_ROOT/tools/stress

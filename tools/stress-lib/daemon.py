@@ -64,7 +64,9 @@ class Daemon:
                     if len(fields) == 2 and fields[0] not in self.loops:
                         self.loops[fields[0]] = fields[1]
                         res.add_loop(fields[1])
-            if len(self.loops) >= len(self.nodes):
+            # (A server's directory may hold other images too: they are
+            # nodes with loop devices as well, released with ours.)
+            if set(self.nodes) <= set(self.loops):
                 break
             if self.proc.poll() is not None:
                 raise SetupError("dioloop mount exited with status %s before "
@@ -73,8 +75,9 @@ class Daemon:
             time.sleep(0.1)
         else:
             raise SetupError("dioloop mount --loop: %d of %d loop devices "
-                             "after 30 s: %s" % (len(self.loops),
-                                                 len(self.nodes), tail(log)))
+                             "after 30 s: %s" % (
+                                 len(set(self.nodes) & set(self.loops)),
+                                 len(self.nodes), tail(log)))
         missing = set(self.nodes) - set(self.loops)
         if missing or not is_mount(self.mnt):
             raise SetupError("dioloop mount --loop: expected nodes %s with "

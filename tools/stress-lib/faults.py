@@ -23,9 +23,8 @@ import time
 
 import report
 from daemon import tail
-from modes import finish_rounds, merge_counts, phase
-from workloads import (BlockLoad, FioLoop, Meta, TrimLoop, durable_records,
-                       verify_durable)
+from modes import finish_rounds, merge_counts, phase, trim_loop
+from workloads import BlockLoad, FioLoop, Meta, durable_records, verify_durable
 
 NOT_AVAILABLE = "fault injection not available in this build"
 
@@ -37,7 +36,6 @@ BURSTS = [
     ("EIO on 30% of flushes", ["flush", "error=EIO", "rate=30%"]),
     ("20 ms latency on every read and write", ["read+write", "delay=20ms"]),
 ]
-NODES = ("fs.img", "fsx.img")
 
 
 def unavailable(ctx):
@@ -107,14 +105,13 @@ def run_faults(ctx, c, r):
         os.makedirs(logs, exist_ok=True)
         before = durable_records(durable_log)
         start = time.monotonic()
-        block = BlockLoad(ctx, os.path.join(c.mnt, "fsx.img"), logs, seed,
+        block = BlockLoad(ctx, os.path.join(c.mnt, c.fsx_img), logs, seed,
                           rnd)
         workers = [
             FioLoop(ctx, c.fsdir, logs, seed, 0, ctx.fio_scale, True),
             Meta(ctx, c.fsdir, c.logs, seed, 0, rnd, True),
-            TrimLoop(ctx, c.fsdir, logs, 0, ctx.trim_interval, True),
             block,
-        ]
+        ] + trim_loop(ctx, c, logs, 0, True)
         for w in workers:
             w.start()
         # The burst starts at its moment, once metaload made something
@@ -128,11 +125,11 @@ def run_faults(ctx, c, r):
         burst_at = time.monotonic()     # failures seen before: real
         problems = []
         if not any(w.failures for w in workers):
-            for node in NODES:
+            for node in (c.fs_img, c.fsx_img):
                 _, problem = fc.run(node, words + ["seed=%d" % (seed + 1)])
                 problems.append(problem)
             time.sleep(burst_len)
-            for node in NODES:
+            for node in (c.fs_img, c.fsx_img):
                 n, problem = fc.injected(node)
                 r["counts"]["faults_injected"] += n
                 problems.append(problem)

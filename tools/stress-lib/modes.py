@@ -7,7 +7,8 @@ stress: images -> dioloop mount --loop -> mkfs -> mount -> fio verify
   verified -> umount -> dioloop umount (daemon exits 0) -> fsck of the
   image file -> the spare node's bytes = its image's.  An image file that
   is not its own bytes (cow) is checked (`dioloop check`) and exported to
-  a raw file (`dioloop convert`) for both.
+  a raw file (`dioloop convert`) for both; one on an NFS server (nfs) is
+  read back over NFS the same way.
 crash: the same loads (not verified: they run until they fail) in rounds;
   each round kill -9 of the daemon at a random moment, umount -l, losetup
   -d, fusermount3 -u -z, remount, mount (log replay), umount, fsck,
@@ -54,33 +55,47 @@ class Combo:
         self.logs = os.path.join(self.dir, "logs")
         self.daemon = None
         self.inner = None
+        # The images' names: fs.img (the file system) and fsx.img (the
+        # spare node), unique per run for a backend with a server.
+        self.fs_img, self.fsx_img = backend.node_names(ctx, self)
+
+    def image(self, name):
+        """Where image name is: a path in the work dir, or a URL."""
+        return self.backend.image_path(self.ctx, self.src, name)
 
     def setup(self):
         """Images, daemon with loop devices, mkfs, mount."""
         for d in (self.src, self.mnt, self.fsdir, self.logs):
             os.makedirs(d, exist_ok=True)
-        for name, size in (("fs.img", self.fs.size),
-                           ("fsx.img", SPARE_SIZE)):
-            argv = self.backend.create(self.ctx, os.path.join(self.src, name),
-                                       size)
+        for name, size in ((self.fs_img, self.fs.size),
+                           (self.fsx_img, SPARE_SIZE)):
+            argv = self.backend.create(self.ctx, self.image(name), size)
             rc, out = self.ctx.res.run(argv, timeout=120)
             if rc != 0:
                 raise SetupError("%s: status %d: %s" % (" ".join(argv), rc,
                                                         out.strip()))
+            if self.backend.remote:
+                self.ctx.server_images.append(name)
+                export = getattr(self.ctx, "nfs_export", None)
+                if export and not os.path.isfile(os.path.join(export, name)):
+                    raise SetupError(
+                        "--nfs-export %s: expected %s there after %s, found "
+                        "none: is it the directory of --nfs-url on the "
+                        "server?" % (export, name, " ".join(argv)))
         self.daemon = Daemon(self.ctx, self.backend.source(self.ctx, self.src),
-                             self.mnt, ["fs.img", "fsx.img"], self.logs,
+                             self.mnt, [self.fs_img, self.fsx_img], self.logs,
                              self.backend.mount_opts)
         loops = self.daemon.start()
         self.inner = Inner(self.ctx, self.fs, self.fsdir, self.logs)
-        self.inner.mkfs(loops["fs.img"])
-        self.inner.mount(loops["fs.img"])
+        self.inner.mkfs(loops[self.fs_img])
+        self.inner.mount(loops[self.fs_img])
 
 
 def image_bytes(c, name):
     """After dioloop umount: (path, None) with path a plain file holding
     image name's logical bytes - the image itself (raw), or an export of
     it (cow: after the image's own check passed) - or (None, problem)."""
-    path = os.path.join(c.src, name)
+    path = c.image(name)
     steps = []
     if c.backend.check:
         steps.append(c.backend.check(c.ctx, path))
@@ -107,7 +122,7 @@ def drop_export(c, path):
 
 def fsck_image(c, r):
     """fsck of fs.img's bytes after dioloop umount; failures go to r."""
-    path, problem = image_bytes(c, "fs.img")
+    path, problem = image_bytes(c, c.fs_img)
     if not problem:
         problem = c.inner.fsck(path, image=True)
     drop_export(c, path)
@@ -170,19 +185,32 @@ def finish_rounds(c, r, t):
     phase(r, "checks", t)
 
 
+def trim_loop(ctx, c, logs, deadline, load_only=False):
+    """[the fstrim worker], or [] when the backend cannot discard."""
+    if not c.backend.discard:
+        return []
+    return [TrimLoop(ctx, c.fsdir, logs, deadline, ctx.trim_interval,
+                     load_only)]
+
+
+def trim_words(ctx, c):
+    if not c.backend.discard:
+        return "no fstrim (the %s backend cannot discard)" % c.backend.name
+    return "fstrim every %d s" % ctx.trim_interval
+
+
 def run_stress(ctx, c, r):
     t = time.monotonic()
     c.setup()
     t = phase(r, "setup", t)
-    ctx.log("load for %d s: fio, dioloop-fsx on fsx.img, metaload, fstrim "
-            "every %d s" % (ctx.time, ctx.trim_interval))
+    ctx.log("load for %d s: fio, dioloop-fsx on fsx.img, metaload, %s" %
+            (ctx.time, trim_words(ctx, c)))
     deadline = time.monotonic() + ctx.time
     fio = FioLoop(ctx, c.fsdir, c.logs, c.seed, deadline, ctx.fio_scale)
-    fsx = FsxLoop(ctx, os.path.join(c.mnt, "fsx.img"), c.logs, c.seed,
-                  deadline, ctx.fsx_ops)
+    fsx = FsxLoop(ctx, os.path.join(c.mnt, c.fsx_img), c.logs, c.seed,
+                  deadline, ctx.fsx_ops, punch_hole=c.backend.discard)
     meta = Meta(ctx, c.fsdir, c.logs, c.seed, ctx.time, 1)
-    trim = TrimLoop(ctx, c.fsdir, c.logs, deadline, ctx.trim_interval)
-    workers = [fio, fsx, meta, trim]
+    workers = [fio, fsx, meta] + trim_loop(ctx, c, c.logs, deadline)
     run_workers(ctx, workers, deadline, r)
     merge_counts(r, workers)
     if not c.daemon.alive():
@@ -219,11 +247,11 @@ def run_stress(ctx, c, r):
     if problem:
         return report.fail(r, problem)
     ctx.log("checks: dioloop umount, fsck of the image, fsx.img = its node")
-    node_sha = sha_of(os.path.join(c.mnt, "fsx.img"))
+    node_sha = sha_of(os.path.join(c.mnt, c.fsx_img))
     for problem in c.daemon.umount():
         report.fail(r, problem)
     fsck_image(c, r)
-    path, problem = image_bytes(c, "fsx.img")
+    path, problem = image_bytes(c, c.fsx_img)
     if problem:
         report.fail(r, "fsx.img after dioloop umount: " + problem)
         img_sha = node_sha
@@ -256,11 +284,10 @@ def run_crash(ctx, c, r):
         start = time.monotonic()
         workers = [
             FioLoop(ctx, c.fsdir, logs, seed, 0, ctx.fio_scale, True),
-            FsxLoop(ctx, os.path.join(c.mnt, "fsx.img"), logs, seed, 0,
-                    ctx.fsx_ops, True),
+            FsxLoop(ctx, os.path.join(c.mnt, c.fsx_img), logs, seed, 0,
+                    ctx.fsx_ops, True, punch_hole=c.backend.discard),
             Meta(ctx, c.fsdir, c.logs, seed, 0, rnd, True),
-            TrimLoop(ctx, c.fsdir, logs, 0, ctx.trim_interval, True),
-        ]
+        ] + trim_loop(ctx, c, logs, 0, True)
         for w in workers:
             w.start()
         # The kill comes at a random moment, but not before metaload has
@@ -314,12 +341,12 @@ def run_crash(ctx, c, r):
             break
         loops = c.daemon.start()
         ctx.log("round %d: mount (log replay), umount, fsck" % rnd)
-        c.inner.mount(loops["fs.img"])      # replays the journal
+        c.inner.mount(loops[c.fs_img])      # replays the journal
         problem = c.inner.umount() or c.inner.fsck()
         if problem:
             report.fail(r, "round %d, after the restart: %s" % (rnd, problem))
             break
-        c.inner.mount(loops["fs.img"])
+        c.inner.mount(loops[c.fs_img])
         nrec, problem = verify_durable(ctx, c.fsdir, c.logs, rnd)
         r["counts"]["durable_records"] = nrec
         if problem:

@@ -3,8 +3,10 @@
 and file systems (mkfs, fsck, mount), one table entry each.
 
 Adding a backend is one entry in BACKENDS: its name, how to tell whether
-this build has it, how to create an image, and which SOURCE to mount (a
-backend that needs a server adds start/stop hooks to its entry).
+this build has it, how to create an image, and which SOURCE to mount.  A
+backend whose images live elsewhere (nfs: on the server of --nfs-url)
+also says where an image is (image_path) and how it is named (node_names:
+unique per run, since the server's directory outlives the work dir).
 """
 import os
 import shutil
@@ -13,11 +15,24 @@ import subprocess
 
 class Backend:
     def __init__(self, name, probe, create, source=None, mount_opts=(),
-                 export=None, check=None):
+                 export=None, check=None, image_path=None, node_names=None,
+                 remote=False, discard=True):
         self.name = name
         self.probe = probe              # probe(ctx) -> None, or why not
         self.create = create            # create(ctx, path, size) -> argv
         self.source = source or (lambda ctx, src_dir: src_dir)
+        # image_path(ctx, src_dir, name) -> the image's path (or URL)
+        self.image_path = image_path or \
+            (lambda ctx, src_dir, name: os.path.join(src_dir, name))
+        # node_names(ctx, combo) -> (name of the file system's image, name
+        # of the spare node's image)
+        self.node_names = node_names or \
+            (lambda ctx, combo: ("fs.img", "fsx.img"))
+        # remote: the images are not in the work dir (removed separately)
+        self.remote = remote
+        # discard: nodes can deallocate (fallocate PUNCH_HOLE); without,
+        # dioloop-fsx punches no holes (-H) and there is no fstrim load.
+        self.discard = discard
         self.mount_opts = list(mount_opts)
         # export(ctx, path, out) -> argv writing the image's logical bytes
         # to the new plain file out, for an image file that is not its
@@ -43,14 +58,42 @@ def probe_create_format(fmt):
     return probe
 
 
-def not_yet(name):
-    def probe(ctx):
-        return "backend %s is not available yet in this build" % name
-    return probe
-
-
 def create_raw(ctx, path, size):
     return [ctx.dioloop, "create", "--size", size, path]
+
+
+NO_NFS_URL = "no NFS server given (--nfs-url)"
+
+
+def probe_nfs(ctx):
+    """nfs runs with a server directory (--nfs-url) and a build whose
+    `dioloop create` takes nfs:// URLs."""
+    if not getattr(ctx, "nfs_url", None):
+        return NO_NFS_URL
+    try:
+        text = subprocess.run([ctx.dioloop, "create", "--help"],
+                              capture_output=True, text=True,
+                              timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        text = ""
+    if "nfs://" not in text:
+        return "backend nfs is not available yet in this build"
+    return None
+
+
+def nfs_image_url(url, name):
+    """The URL of image name in the directory URL (its options kept):
+    nfs://H:P/DIR?opts + a.img -> nfs://H:P/DIR/a.img?opts."""
+    base, sep, opts = url.partition("?")
+    return base.rstrip("/") + "/" + name + sep + opts
+
+
+def nfs_node_names(ctx, combo):
+    """Names unique to this run and combination: the server's directory
+    may hold images of other runs (kept after a failure, or left when
+    there is no --nfs-export to remove them)."""
+    prefix = "stress-%s-%s-%s-" % (ctx.run_id, combo.fs.name, combo.mode)
+    return prefix + "fs.img", prefix + "fsx.img"
 
 
 BACKENDS = {
@@ -62,9 +105,19 @@ BACKENDS = {
                    export=lambda ctx, path, out: [
                        ctx.dioloop, "convert", "--format", "raw", path, out],
                    check=lambda ctx, path: [ctx.dioloop, "check", path]),
-    # nfs needs a server (nfs-ganesha) and an nfs:// SOURCE: its entry gets
-    # start/stop hooks and a source() when the backend lands.
-    "nfs": Backend("nfs", probe=not_yet("nfs"), create=create_raw),
+    # nfs: the images are created in the server directory --nfs-url
+    # (`dioloop create nfs://.../NAME.img`), the mount serves that URL,
+    # and the checks read an image's bytes back over NFS (`dioloop
+    # convert` to a plain file in the work dir).
+    "nfs": Backend("nfs", probe=probe_nfs, create=create_raw,
+                   source=lambda ctx, src_dir: ctx.nfs_url,
+                   image_path=lambda ctx, src_dir, name:
+                       nfs_image_url(ctx.nfs_url, name),
+                   node_names=nfs_node_names, remote=True,
+                   # NFSv3 cannot deallocate: discard is EOPNOTSUPP.
+                   discard=False,
+                   export=lambda ctx, path, out: [
+                       ctx.dioloop, "convert", "--format", "raw", path, out]),
 }
 
 

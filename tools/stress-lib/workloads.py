@@ -156,12 +156,14 @@ class FsxLoop(Worker):
     """dioloop-fsx runs on a spare node, each with the next seed."""
 
     def __init__(self, ctx, node, logdir, seed, deadline, nops,
-                 load_only=False):
+                 load_only=False, punch_hole=True):
         super().__init__(ctx, "fsx", deadline, load_only)
         self.node = node
         self.logdir = logdir
         self.seed = seed
         self.nops = nops
+        # -H: no punch_hole, on a node that cannot deallocate
+        self.flags = [] if punch_hole else ["-H"]
 
     def body(self):
         n = 0
@@ -170,7 +172,7 @@ class FsxLoop(Worker):
             seed = self.seed + n
             nops = 100000000 if self.load_only else self.nops
             argv = [self.ctx.fsx, "-q", "-S", str(seed), "-N", str(nops),
-                    "-o", "256K", "-B", "-a", self.node]
+                    "-o", "256K", "-B", "-a"] + self.flags + [self.node]
             out = os.path.join(self.logdir, "fsx.%d.out" % n)
             rc, text = self.run_proc(argv, 86400 if self.load_only else 600,
                                      out)
