@@ -161,6 +161,18 @@ static bool parse_mount_options(const char *list, struct dioloop_mount_opts *o)
 			o->cache = true;
 		else if (!strcmp(key, "sync") && !val)
 			o->sync = true;
+		else if (!strcmp(key, "commit") && val) {
+			char *end;
+			double s = g_ascii_strtod(val, &end);
+
+			if (*end || end == val || !(s >= 0 && s <= 3600)) {
+				dioloop_err("mount: bad commit '%s': seconds "
+					    "from 0 (only on flush) to 3600",
+					    val);
+				return false;
+			}
+			o->commit_ms = (int)(s * 1000 + 0.5);
+		}
 		else if ((!strcmp(key, "threads") || !strcmp(key, "queue_depth") ||
 			  !strcmp(key, "max_write")) && val) {
 			ret = dioloop_parse_size(val, UINT32_MAX, &v);
@@ -560,7 +572,7 @@ int dioloop_cmd_mount(int argc, char **argv)
 		  "stay in the foreground", NULL },
 		{ "options", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &opts,
 		  "mount options: ro, allow_other, growable, cache, sync, "
-		  "threads=N, queue_depth=N, max_write=BYTES, limits (iops=N, "
+		  "commit=SECONDS, threads=N, queue_depth=N, max_write=BYTES, limits (iops=N, "
 		  "read_iops=N, write_iops=N, bps=N, read_bps=N, write_bps=N, "
 		  "burst_ms=N, total_bps=N) and fault=NODE:RULE", "OPTS" },
 		{ "loop", 0, 0, G_OPTION_ARG_NONE, &loop,
@@ -594,6 +606,7 @@ int dioloop_cmd_mount(int argc, char **argv)
 		.threads = DIOLOOP_DEFAULT_THREADS,
 		.queue_depth = DIOLOOP_DEFAULT_QUEUE_DEPTH,
 		.max_write = DIOLOOP_MAX_WRITE,
+		.commit_ms = -1,
 		.debug = debug,
 	};
 	dioloop_limits_init(&ms->fs.opts.limits);

@@ -46,6 +46,8 @@ struct dioloop_mount_opts {
 	bool growable;		/* -o growable */
 	bool cache;		/* -o cache: kernel page cache, no direct I/O */
 	bool sync;		/* -o sync: writes durable when acknowledged */
+	int commit_ms;		/* -o commit=SECONDS: cow commit interval;
+				 * -1: the backend's default */
 	unsigned threads;	/* -o threads=N: FUSE worker threads */
 	unsigned queue_depth;	/* -o queue_depth=N: requests in flight */
 	unsigned max_write;	/* -o max_write=BYTES */

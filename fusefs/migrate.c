@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/cow/cow.h"
 #include "backends/cow/format.h"
 #include "backends/migrate.h"
 #include "backends/nfs/nfs.h"
@@ -306,6 +307,9 @@ static gpointer job_thread(gpointer opaque)
 				      g_strerror(-ret));
 		goto fail;
 	}
+	if (!strcmp(job->format, "cow") && job->fs->opts.commit_ms >= 0)
+		cow_set_commit_interval(job->dst,
+					(unsigned int)job->fs->opts.commit_ms);
 	ret = migration_new(node->b, job->dst, &job->opts, &m);
 	if (ret < 0) {
 		why = g_strdup(g_strerror(-ret));

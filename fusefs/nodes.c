@@ -279,6 +279,8 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 		goto out_put_lock;
 	if (src->snapshot || (image->flags & BACKEND_OPEN_RDONLY))
 		*readonly = true;
+	if (*cow && fs->opts.commit_ms >= 0)
+		cow_set_commit_interval(image, (unsigned int)fs->opts.commit_ms);
 	args.inner = image;
 	ret = backend_open("fault", &args, b);
 	if (ret < 0) {

@@ -12,7 +12,7 @@
 # container file.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-it_begin "cow tools: create, info, check, scrub, snapshot, clone, convert" du dd
+it_begin "cow tools: create, info, check, scrub, snapshot, clone, convert" du dd jq
 
 # Sanitizer reports of every dioloop process (a -DDIOLOOP_SANITIZE=ON
 # build) land in files here; any is a failure (checked at the end).
@@ -298,6 +298,32 @@ daemon=$DAEMON_PID
 dioloop_umount "$MNT"
 daemon_wait "$daemon"
 expect_eq "exit status of the daemon after dioloop umount" 0 "$DAEMON_STATUS"
+
+# -o commit=SECONDS: a cow image commits on its own, without a flush.
+CSRC=$IT_TMP/commit-src
+CMNT=$IT_TMP/commit-mnt
+mkdir -p "$CSRC"
+must "create commit.img" "$DIOLOOP_BIN" create --format cow --size 16M "$CSRC/commit.img"
+gen() { "$DIOLOOP_BIN" info --json "$CSRC/commit.img" | jq -r .generation; }
+start_daemon "$CSRC" "$CMNT" -o commit=0.2
+g0=$(gen)
+must "write 1 MiB to commit.img (no flush)" \
+	dd if=/dev/urandom of="$CMNT/commit.img" bs=1M count=1 oflag=direct conv=notrunc status=none
+sleep 1.5
+g1=$(gen)
+expect_eq "commit=0.2: a background commit followed the write (generation $g0 -> $g1)" yes \
+	"$([[ $g1 =~ ^[0-9]+$ ]] && ((g1 > g0)) && echo yes || echo no)"
+dioloop_umount "$CMNT"
+daemon_wait "$DAEMON_PID"
+start_daemon "$CSRC" "$CMNT" -o commit=0
+g0=$(gen)
+must "write 1 MiB to commit.img again (no flush)" \
+	dd if=/dev/urandom of="$CMNT/commit.img" bs=1M count=1 oflag=direct conv=notrunc status=none
+sleep 1.5
+expect_eq "commit=0: no commit without a flush" "$g0" "$(gen)"
+dioloop_umount "$CMNT"
+daemon_wait "$DAEMON_PID"
+expect_status "a bad commit= value is refused" 2 "$DIOLOOP_BIN" mount -o commit=soon "$CSRC" "$CMNT"
 
 for f in "$IT_TMP"/asan* "$IT_TMP"/ubsan*; do
 	[[ -e $f ]] || continue
