@@ -328,16 +328,19 @@ static int dioloop_fallocate(struct dioloop_node *node, int mode, uint64_t off,
 	if (mode == FALLOC_FL_PUNCH_HOLE || mode == FALLOC_FL_ZERO_RANGE)
 		/* One write op, no bytes: nothing goes through us. */
 		dioloop_throttle_wait(&node->throttle, DIOLOOP_WRITE, 0);
+	if (mode != FALLOC_FL_PUNCH_HOLE && mode != FALLOC_FL_ZERO_RANGE)
+		return 0;
+	/* In flight like a write: a drain (resize, the switch of a
+	 * migration) waits for it, and it for the drain. */
+	dioloop_node_io_begin(node);
 	if (mode == FALLOC_FL_PUNCH_HOLE)
 		ret = backend_discard(node->b, off, len);
-	else if (mode == FALLOC_FL_ZERO_RANGE)
-		ret = backend_write_zeroes(node->b, off, len);
 	else
-		return 0;
+		ret = backend_write_zeroes(node->b, off, len);
 	if (ret == 0)
 		dioloop_node_changed(node, off, len);
+	dioloop_node_io_end(node);
 	return ret;
-	return 0;
 }
 
 /* SEEK_DATA / SEEK_HOLE from the backend's extent map. */
@@ -429,6 +432,26 @@ static ssize_t dioloop_copy(struct dioloop_node *in, uint64_t off_in,
 	return done ? (ssize_t)done : ret;
 }
 
+/* In flight on two nodes (a copy), taken in inode order so that two
+ * drains cannot wait for each other through two copies. */
+static void dioloop_io_begin_pair(struct dioloop_node *a,
+				  struct dioloop_node *b)
+{
+	if (a == b) {
+		dioloop_node_io_begin(a);
+		return;
+	}
+	dioloop_node_io_begin(a->ino < b->ino ? a : b);
+	dioloop_node_io_begin(a->ino < b->ino ? b : a);
+}
+
+static void dioloop_io_end_pair(struct dioloop_node *a, struct dioloop_node *b)
+{
+	dioloop_node_io_end(a);
+	if (a != b)
+		dioloop_node_io_end(b);
+}
+
 static void dioloop_work_run(gpointer data, gpointer user)
 {
 	struct dioloop_work *w = data;
@@ -442,7 +465,9 @@ static void dioloop_work_run(gpointer data, gpointer user)
 		w->fn(w->arg);
 		break;
 	case WORK_FSYNC:
+		dioloop_node_io_begin(w->node);
 		ret = backend_flush(w->node->b);
+		dioloop_node_io_end(w->node);
 		dioloop_stats_end(&w->node->stats, DIOLOOP_OP_FLUSH, 0, ret,
 				  w->start);
 		dioloop_reply_status(w, "flush", ret);
@@ -459,15 +484,19 @@ static void dioloop_work_run(gpointer data, gpointer user)
 		dioloop_reply_status(w, "fallocate", ret);
 		break;
 	case WORK_LSEEK:
+		dioloop_node_io_begin(w->node);
 		ret = dioloop_lseek(w->node, w->mode, (uint64_t)w->off, &pos);
+		dioloop_node_io_end(w->node);
 		if (ret < 0)
 			dioloop_reply_status(w, "lseek", ret);
 		else
 			fuse_reply_lseek(w->req, (off_t)pos);
 		break;
 	case WORK_COPY:
+		dioloop_io_begin_pair(w->node, w->out);
 		n = dioloop_copy(w->node, (uint64_t)w->off, w->out,
 				 (uint64_t)w->off_out, w->len);
+		dioloop_io_end_pair(w->node, w->out);
 		dioloop_stats_end(&w->out->stats, DIOLOOP_OP_COPY,
 				  n > 0 ? (uint64_t)n : 0, n < 0 ? (int)n : 0,
 				  w->start);
