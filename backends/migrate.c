@@ -465,6 +465,8 @@ int migration_finish(struct migration *m)
 	unsigned int tries = 0;
 	int ret;
 
+	/* The image waits for this copy: no rate limit now. */
+	m->opts.bps = 0;
 	/* Nothing writes the source now: a few passes empty the bitmap
 	 * (more only while ranges ask for a retry). */
 	do {

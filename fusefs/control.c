@@ -443,7 +443,12 @@ static int ctl_cow_node(struct dioloop_fs *fs, const char *cmd,
 
 	if (ret < 0)
 		return ret;
-	if (!(*node)->cow) {
+	if (dioloop_node_migrating(*node)) {
+		g_string_append_printf(reply, "%s: '%s' is being migrated; "
+				       "try again when that ended\n", cmd,
+				       name);
+		ret = -EBUSY;
+	} else if (!(*node)->cow) {
 		g_string_append_printf(reply, "%s: '%s' is not a cow image "
 				       "(volumes, snapshots and scrub need "
 				       "the cow format)\n", cmd, name);
@@ -515,6 +520,7 @@ static int ctl_snapshot(struct dioloop_fs *fs, int argc, char **argv,
 static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 			     GString *reply)
 {
+	bool scrubbing;
 	struct dioloop_node *node, *img;
 	struct backend *b;
 	g_autofree char *volume = NULL;
@@ -538,13 +544,19 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 		return node->cow ? -EBUSY : -EOPNOTSUPP;
 	}
 	volume = g_strdup(node->volume);
-	ret = dioloop_node_close_volume(fs, node);
+	/* A scrub of the container reads every volume's map: closing one
+	 * under it would pull its pages away. */
+	g_mutex_lock(&fs->lock);
+	scrubbing = node->lock && node->lock->scrubbing;
+	g_mutex_unlock(&fs->lock);
+	ret = scrubbing ? -EBUSY : dioloop_node_close_volume(fs, node);
 	if (ret == 0)
 		ret = ctl_node(fs, "delete-volume", node->image, &img, reply);
 	dioloop_node_forget(fs, node->ino, 1);
 	if (ret == -EBUSY) {
 		g_string_append_printf(reply, "delete-volume: '%s' is in use "
-				       "(open, or I/O or a command on it)\n",
+				       "(open, I/O or a command on it, or a "
+				       "scrub of its image)\n",
 				       argv[0]);
 		return ret;
 	}

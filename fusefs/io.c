@@ -401,8 +401,11 @@ static ssize_t dioloop_copy(struct dioloop_node *in, uint64_t off_in,
 	    len <= (uint64_t)size_out - off_out) {
 		dioloop_throttle_wait(&out->throttle, DIOLOOP_WRITE, 0);
 		ret = backend_clone_range(in->b, off_in, out->b, off_out, len);
-		if (ret < 0 && ret != -EOPNOTSUPP && ret != -EXDEV)
+		if (ret < 0 && ret != -EOPNOTSUPP && ret != -EXDEV) {
+			/* It may have changed part of the range. */
+			dioloop_node_changed(out, off_out, len);
 			return ret;
+		}
 		/* A clone may stop short (cow: whole blocks only): the
 		 * rest is copied. */
 		if (ret > 0)

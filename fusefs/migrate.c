@@ -49,7 +49,10 @@ struct dioloop_migration {
 	bool remove_source;
 	bool created;			/* we made dest: remove on failure */
 
-	struct migration *_Atomic engine;	/* while copying */
+	/* The engine while copying; cleared and freed under lock (the
+	 * write path reads it lock-free: it is freed only after a drain). */
+	struct migration *_Atomic engine;
+	atomic_bool cancel;		/* asked before or while copying */
 	struct backend *dst;
 	GThread *thread;
 
@@ -59,7 +62,9 @@ struct dioloop_migration {
 	struct migrate_progress last;	/* progress when the engine ended */
 };
 
-/* Every job ever started in this process, for stop (by jobs_lock). */
+/* Every job started in this process, by jobs_lock.  Jobs are freed only
+ * by dioloop_migrations_free, after every request ended, so a node's
+ * pointer to its last job never dangles. */
 static GMutex jobs_lock;
 static GPtrArray *jobs;
 
@@ -81,11 +86,11 @@ void dioloop_node_changed(struct dioloop_node *node, uint64_t pos,
 		migration_mark_dirty(m, pos, len);
 }
 
+static bool job_running(struct dioloop_migration *job);
+
 bool dioloop_node_migrating(struct dioloop_node *node)
 {
-	struct dioloop_migration *job = node_job(node);
-
-	return job && atomic_load(&job->engine) != NULL;
+	return job_running(node_job(node));
 }
 
 /* ---- the redirect ---- */
@@ -141,10 +146,15 @@ static int redirect_write(struct dioloop_fs *fs, const char *image,
 	if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0)
 		ret = errno ? -errno : -EIO;
 	close(fd);
-	if (!ret && renameat(fs->source_fd, tmp, fs->source_fd, name) < 0)
+	if (!ret && renameat(fs->source_fd, tmp, fs->source_fd, name) < 0) {
 		ret = -errno;
-	if (!ret && fsync(fs->source_fd) < 0)
+	} else if (!ret && fsync(fs->source_fd) < 0) {
+		/* Maybe durable, maybe not: take it back, so that a
+		 * restart cannot find a redirect to a removed image. */
 		ret = -errno;
+		unlinkat(fs->source_fd, name, 0);
+		fsync(fs->source_fd);
+	}
 	if (ret)
 		unlinkat(fs->source_fd, tmp, 0);
 	return ret;
@@ -215,15 +225,17 @@ static int create_dest(struct dioloop_migration *job, uint64_t size,
  * may still hold it, keep its final progress, free it. */
 static void job_engine_free(struct dioloop_migration *job)
 {
-	struct migration *m = atomic_exchange(&job->engine, NULL);
+	struct migration *m;
 
+	g_mutex_lock(&job->lock);
+	m = atomic_exchange(&job->engine, NULL);
+	if (m)
+		migration_get_progress(m, &job->last);
+	g_mutex_unlock(&job->lock);
 	if (!m)
 		return;
 	dioloop_node_drain_begin(job->node);
 	dioloop_node_drain_end(job->node);
-	g_mutex_lock(&job->lock);
-	migration_get_progress(m, &job->last);
-	g_mutex_unlock(&job->lock);
 	migration_free(m);
 }
 
@@ -232,9 +244,17 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 		      char **why)
 {
 	struct dioloop_node *node = job->node;
+	struct migrate_progress p;
 	struct backend *old;
-	int ret = migration_finish(m);
+	int64_t size = backend_get_size(node->b);
+	int ret;
 
+	migration_get_progress(m, &p);
+	if (size < 0 || (uint64_t)size != p.size) {
+		*why = g_strdup("the node was resized meanwhile");
+		return -EBUSY;
+	}
+	ret = migration_finish(m);
 	if (ret < 0) {
 		*why = g_strdup_printf("finishing the copy: %s",
 				       g_strerror(-ret));
@@ -246,15 +266,20 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 				       g_strerror(-ret));
 		return ret;
 	}
+	/* Users of the backend outside requests (stat, stats, control
+	 * commands) hold b_lock: none sees the swap half done. */
+	g_rw_lock_writer_lock(&node->b_lock);
 	old = fault_backend_swap_inner(node->b, job->dst);
-	job->dst = old;			/* closed by the job's end */
 	node->cow = !strcmp(job->format, "cow");
+	g_rw_lock_writer_unlock(&node->b_lock);
+	job->dst = old;			/* closed by the job's end */
 	/* From here on the node is the destination's; the engine must
-	 * not be reached by its completions any more. */
+	 * not be reached by its completions any more (none runs: the node
+	 * is drained). */
 	g_mutex_lock(&job->lock);
 	migration_get_progress(m, &job->last);
-	g_mutex_unlock(&job->lock);
 	atomic_store(&job->engine, NULL);
+	g_mutex_unlock(&job->lock);
 	return 0;
 }
 
@@ -285,8 +310,14 @@ static gpointer job_thread(gpointer opaque)
 {
 	struct dioloop_migration *job = opaque;
 	struct dioloop_node *node = job->node;
-	struct backend_open_args args = { .path = job->dest,
-					  .aio = job->fs->aio };
+	/* The destination serves the node after the switch: the mount's
+	 * flags apply to it as they did to the source. */
+	struct backend_open_args args = {
+		.path = job->dest,
+		.aio = job->fs->aio,
+		.flags = (job->fs->opts.growable ? BACKEND_OPEN_GROWABLE : 0) |
+			 (job->fs->opts.sync ? BACKEND_OPEN_SYNC : 0),
+	};
 	g_autofree char *why = NULL;
 	struct migration *m = NULL;
 	int64_t size = backend_get_size(node->b);
@@ -301,6 +332,10 @@ static gpointer job_thread(gpointer opaque)
 	if (ret < 0)
 		goto fail;
 	job->created = true;
+	if (atomic_load(&job->cancel)) {
+		ret = -ECANCELED;
+		goto fail;
+	}
 	ret = backend_open(job->format, &args, &job->dst);
 	if (ret < 0) {
 		why = g_strdup_printf("opening %s: %s", job->dest,
@@ -315,7 +350,12 @@ static gpointer job_thread(gpointer opaque)
 		why = g_strdup(g_strerror(-ret));
 		goto fail;
 	}
+	g_mutex_lock(&job->lock);
 	atomic_store(&job->engine, m);
+	/* A cancel that came before the engine existed. */
+	if (atomic_load(&job->cancel))
+		migration_cancel(m);
+	g_mutex_unlock(&job->lock);
 	g_message("%s: migrating to %s (%s)", node->name, job->dest,
 		  job->format);
 	ret = migration_copy(m);
@@ -392,6 +432,61 @@ static void job_free(struct dioloop_migration *job)
 
 /* ---- control commands ---- */
 
+/*
+ * What a migration cannot take: a cow image with other volumes (only the
+ * node's own volume would move, and the others would be cut off from
+ * it), an image served under several names (a symlink alias would keep
+ * writing the source), a node a control command is using (a scrub or a
+ * snapshot over the backend the switch replaces).  0 or -errno with the
+ * reason in reply.
+ */
+static int migrate_check_node(struct dioloop_fs *fs, struct dioloop_node *node,
+			      GString *reply)
+{
+	struct stat lst;
+	bool aliased, busy;
+
+	if (node->cow) {
+		struct backend *b = dioloop_node_backend_get(node);
+		GArray *vols = g_array_new(FALSE, TRUE,
+					   sizeof(struct cow_volume_info));
+		int ret = b ? cow_list_volumes(dioloop_node_cow_backend(b),
+					       vols) : -ENOENT;
+		guint n = vols->len;
+
+		if (b)
+			dioloop_node_backend_put(node);
+		g_array_free(vols, TRUE);
+		if (ret < 0) {
+			g_string_append_printf(reply, "migrate: '%s': listing its volumes: %s\n",
+					       node->name, g_strerror(-ret));
+			return ret;
+		}
+		if (n > 1) {
+			g_string_append_printf(reply, "migrate: '%s' has snapshots or clones; a migration moves one volume: delete them, or convert a snapshot instead\n",
+					       node->name);
+			return -EOPNOTSUPP;
+		}
+	}
+	g_mutex_lock(&fs->lock);
+	aliased = node->lock && node->lock->refs > 1;
+	busy = node->ctl_users > 0;
+	g_mutex_unlock(&fs->lock);
+	if (aliased || (fstatat(fs->source_fd, node->image, &lst,
+				AT_SYMLINK_NOFOLLOW) == 0 &&
+			S_ISLNK(lst.st_mode))) {
+		g_string_append_printf(reply, "migrate: '%s' is served under more than one name (a symlink); migrate the image by its own name with no alias in use\n",
+				       node->name);
+		return -EBUSY;
+	}
+	if (busy) {
+		g_string_append_printf(reply, "migrate: a control command (scrub, snapshot) is using '%s'; try again when it ended\n",
+				       node->name);
+		return -EBUSY;
+	}
+	return 0;
+}
+
 /* A node for a migrate command: looked up (the caller forgets it). */
 static int migrate_node(struct dioloop_fs *fs, const char *cmd,
 			const char *name, struct dioloop_node **node,
@@ -404,6 +499,19 @@ static int migrate_node(struct dioloop_fs *fs, const char *cmd,
 		return ret;
 	}
 	return 0;
+}
+
+/* Ask a job to stop: before its engine exists or while it copies. */
+static void job_cancel(struct dioloop_migration *job)
+{
+	struct migration *m;
+
+	atomic_store(&job->cancel, true);
+	g_mutex_lock(&job->lock);
+	m = atomic_load(&job->engine);
+	if (m)
+		migration_cancel(m);
+	g_mutex_unlock(&job->lock);
 }
 
 static bool job_running(struct dioloop_migration *job)
@@ -529,6 +637,9 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	}
 	if (!job->format)
 		job->format = g_strdup(node->cow ? "cow" : "raw");
+	ret = migrate_check_node(fs, node, reply);
+	if (ret < 0)
+		goto err_node;
 	ret = dioloop_node_ctl_begin(fs, node);
 	if (ret < 0) {
 		g_string_append_printf(reply, "migrate: node '%s' was deleted\n",
@@ -549,13 +660,12 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	job->state = JOB_COPYING;
 	if (!jobs)
 		jobs = g_ptr_array_new();
-	if (old)
-		g_ptr_array_remove(jobs, old);
+	/* The old job stays in jobs (a completion may still read it) until
+	 * dioloop_migrations_free. */
 	g_ptr_array_add(jobs, job);
 	atomic_store(&node->migration, job);
 	job->thread = g_thread_new("migrate", job_thread, job);
 	g_mutex_unlock(&jobs_lock);
-	job_free(old);
 	g_string_append_printf(reply, "started %s -> %s\n", node->name,
 			       job->dest);
 	/* The job keeps the lookup until its thread ends. */
@@ -619,7 +729,6 @@ int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
 {
 	struct dioloop_migration *job;
 	struct dioloop_node *node;
-	struct migration *m;
 	int ret;
 
 	if (argc != 1) {
@@ -631,9 +740,8 @@ int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
 		return ret;
 	g_mutex_lock(&jobs_lock);
 	job = node_job(node);
-	m = job ? atomic_load(&job->engine) : NULL;
-	if (m && job_running(job)) {
-		migration_cancel(m);
+	if (job_running(job)) {
+		job_cancel(job);
 		g_string_append_printf(reply, "cancelling %s\n", node->name);
 	} else {
 		g_string_append_printf(reply, "migrate-cancel: no migration of '%s' is running\n",
@@ -647,40 +755,46 @@ int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
 
 void dioloop_migrations_stop(struct dioloop_fs *fs)
 {
-	GPtrArray *all;
+	GPtrArray *threads = g_ptr_array_new();
 	guint i;
 
 	g_mutex_lock(&jobs_lock);
-	all = jobs;
-	jobs = NULL;
-	g_mutex_unlock(&jobs_lock);
-	if (!all)
-		return;
-	for (i = 0; i < all->len; i++) {
-		struct dioloop_migration *job = all->pdata[i];
-		struct migration *m = atomic_load(&job->engine);
+	for (i = 0; jobs && i < jobs->len; i++) {
+		struct dioloop_migration *job = jobs->pdata[i];
 
 		if (job->fs != fs)
 			continue;
-		if (m)
-			migration_cancel(m);
-		if (job->thread) {
-			g_thread_join(job->thread);
-			job->thread = NULL;
-		}
+		job_cancel(job);
+		if (job->thread)
+			g_ptr_array_add(threads, g_steal_pointer(&job->thread));
 	}
-	g_ptr_array_free(all, TRUE);
+	g_mutex_unlock(&jobs_lock);
+	/* Outside the lock: a job's thread takes it to end. */
+	for (i = 0; i < threads->len; i++)
+		g_thread_join(threads->pdata[i]);
+	g_ptr_array_free(threads, TRUE);
+}
+
+void dioloop_migrations_free(struct dioloop_fs *fs)
+{
+	GPtrArray *mine = g_ptr_array_new();
+	guint i;
+
+	g_mutex_lock(&jobs_lock);
+	for (i = 0; jobs && i < jobs->len;) {
+		if (((struct dioloop_migration *)jobs->pdata[i])->fs == fs)
+			g_ptr_array_add(mine, g_ptr_array_steal_index(jobs, i));
+		else
+			i++;
+	}
+	g_mutex_unlock(&jobs_lock);
+	for (i = 0; i < mine->len; i++)
+		job_free(mine->pdata[i]);
+	g_ptr_array_free(mine, TRUE);
 }
 
 void dioloop_node_migration_free(struct dioloop_node *node)
 {
-	struct dioloop_migration *job = atomic_exchange(&node->migration, NULL);
-
-	if (!job)
-		return;
-	g_mutex_lock(&jobs_lock);
-	if (jobs)
-		g_ptr_array_remove(jobs, job);
-	g_mutex_unlock(&jobs_lock);
-	job_free(job);
+	/* The job itself lives until dioloop_migrations_free. */
+	atomic_store(&node->migration, NULL);
 }

@@ -61,7 +61,9 @@ char *dioloop_redirected_name(const char *name);
 
 /* Cancel every running migration and wait for them (unmount). */
 void dioloop_migrations_stop(struct dioloop_fs *fs);
-/* Free what a node's last migration left (node freed). */
+/* Free every job of fs (at the end: no request runs any more). */
+void dioloop_migrations_free(struct dioloop_fs *fs);
+/* The node is freed: forget its last job (freed with the others). */
 void dioloop_node_migration_free(struct dioloop_node *node);
 
 #endif

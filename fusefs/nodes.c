@@ -221,8 +221,9 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 				struct backend **b, bool *readonly, bool *cow,
 				struct dioloop_image_lock **lock)
 {
-	/* A remote image: its URL (no migration redirects there). */
-	g_autofree char *redirect = src->volume || fs->remote ? NULL :
+	/* A remote image: its URL (no migration redirects there).  A
+	 * migrated image: its redirect's target, for its volumes too. */
+	g_autofree char *redirect = fs->remote ? NULL :
 				    dioloop_redirect_read(fs, src->image);
 	g_autofree char *path = fs->remote ?
 		dioloop_remote_image_url(fs->remote, src->image) :
@@ -241,21 +242,23 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 		 * machines. */
 		*readonly = fs->opts.readonly;
 	} else {
+		/* Migrated with remove_source: the redirect's target is the
+		 * image file (src->st is its stat). */
+		const char *file = redirect && g_path_is_absolute(redirect) &&
+				   faccessat(fs->source_fd, src->image, F_OK,
+					     AT_SYMLINK_NOFOLLOW) < 0 ?
+				   redirect : src->image;
+
 		/* The image's mode decides, for root too: a 0444 image is a
 		 * read-only disk, as the node's mode shows. */
 		*readonly = fs->opts.readonly || !(src->st.st_mode & 0222) ||
-			    faccessat(fs->source_fd, src->image, W_OK,
+			    faccessat(fs->source_fd, file, W_OK,
 				      AT_EACCESS) < 0;
 		/* Before opening: opening may write (recovering an
 		 * extension).  The volumes of one image share its lock
 		 * (same dev:ino). */
-		ret = dioloop_image_lock_get(fs, redirect &&
-					     g_path_is_absolute(redirect) &&
-					     faccessat(fs->source_fd, src->image,
-						       F_OK,
-						       AT_SYMLINK_NOFOLLOW) < 0 ?
-					     redirect : src->image,
-					     &src->st, readonly, lock);
+		ret = dioloop_image_lock_get(fs, file, &src->st, readonly,
+					     lock);
 		if (ret < 0)
 			return ret;
 	}
@@ -962,6 +965,7 @@ void dioloop_fs_destroy(struct dioloop_fs *fs)
 	g_hash_table_iter_init(&it, fs->by_ino);
 	while (g_hash_table_iter_next(&it, NULL, &value))
 		dioloop_node_free(fs, value);
+	dioloop_migrations_free(fs);
 	dioloop_throttle_group_destroy(&fs->throttle);
 	g_hash_table_destroy(fs->by_name);
 	g_hash_table_destroy(fs->by_ino);

@@ -68,6 +68,13 @@ mapped=$(info_json "$DST/a.cow" | jq -r '[.volumes[] | .mapped_blocks] | add' 2>
 expect_eq "the destination maps exactly the 10 MiB written (holes stay holes)" \
 	2560 "$mapped"
 
+# A cow image with another volume is not migrated (one volume would move).
+must "snapshot a.img (now cow)" "$DIOLOOP_BIN" snapshot "$MNT/a.img" keep
+expect_status "migrating a cow image with a snapshot is refused" 1 \
+	"$DIOLOOP_BIN" migrate "$MNT/a.img" "$DST/a-snap.raw"
+expect_match "the refusal says why" ".*snapshots or clones.*" "$(tr '\n' ' ' <"$IT_TMP/last.out")"
+must "delete the snapshot" "$DIOLOOP_BIN" snapshot --delete "$MNT/a.img" keep
+
 # A bad block in a cow source stops the migration with its address,
 # unless told to leave it as a hole.
 COW_TOOL=${DIOLOOP_COW_TOOL:-$(dirname "$DIOLOOP_BIN")/tests/integration/dioloop-cow-tool}
@@ -195,6 +202,8 @@ start_daemon "$SRC" "$MNT"
 expect_eq "after a restart b.img serves its destination" "$sha_b" "$(sha "$MNT/b.img")"
 expect_eq "after a restart a.img serves its destination" "$sha_before" "$(sha "$MNT/a.img")"
 expect_eq "after a restart d.img (source removed) serves its destination" "$sha_d" "$(sha "$MNT/d.img")"
+expect_ok "d.img (source removed) is writable after a restart" \
+	dd if=/dev/urandom of="$MNT/d.img" bs=1M count=1 oflag=direct conv=notrunc status=none
 
 # ---------------------------------------------------------------- kill -9 mid-migration
 
