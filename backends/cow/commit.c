@@ -222,6 +222,37 @@ void cow_drops_free(GArray *drops)
 	g_array_free(drops, TRUE);
 }
 
+/* The references of a page read for a drop are in range (what loading a
+ * page checks): -EUCLEAN otherwise, so that the page is reported and its
+ * subtree left counted, never a count pushed below what it holds. */
+static int drop_check_entries(struct cow_container *c,
+			      const struct cow_drop *d, const uint8_t *page,
+			      struct cow_err *err)
+{
+	uint64_t nr = atomic_load(&c->meta.nr_blocks);
+	unsigned int k;
+
+	for (k = 0; k < cow_tree_entries(COW_TREE_MAP, d->level); k++) {
+		struct cow_ptr e = { 0 };
+		uint64_t csum;
+
+		if (d->level == 0)
+			cow_map_get(page, k, &e.pbn, &csum);
+		else
+			cow_interior_get(page, k, &e);
+		if (!e.pbn)
+			continue;
+		if (e.pbn < c->meta.first_block || e.pbn >= nr)
+			return cow_bad(err, "block-map page at block %llu: entry %u points to block %llu, outside the container",
+				       (unsigned long long)d->pbn, k,
+				       (unsigned long long)e.pbn);
+		if (d->level && e.gen > d->gen)
+			return cow_bad(err, "block-map page at block %llu: entry %u is newer than the page",
+				       (unsigned long long)d->pbn, k);
+	}
+	return 0;
+}
+
 /* Read the block-map page d names (it is intact: the last durable state
  * references it, and blocks freed now are reused only after the next
  * commit).  0 or -errno with why. */
@@ -246,6 +277,8 @@ static int drop_read_page(struct cow_container *c, struct cow_drop *d,
 	if (ret < 0)
 		return ret;
 	ret = cow_page_verify(ld.page, &want, err);
+	if (ret == 0)
+		ret = drop_check_entries(c, d, ld.page, err);
 	if (ret < 0) {
 		free(ld.page);
 		return ret;
