@@ -99,8 +99,23 @@ enum backend_open_flags {
 struct dioloop_aio;
 struct backend;
 
+/*
+ * An image file the caller opened and checked itself (the daemon opens
+ * everything under SOURCE beneath its directory fd): the backend opens the
+ * image through fd, never by path again, so a name swapped meanwhile
+ * cannot make it open another file.  Its sidecars (raw's orphan record)
+ * are name's, inside dirfd.
+ */
+struct backend_file {
+	int fd;				/* the image: any access mode, O_PATH too */
+	int dirfd;			/* the directory its sidecars live in */
+	const char *name;		/* the image's name inside dirfd */
+};
+
 struct backend_open_args {
-	const char *path;		/* the image (a file or URL) */
+	const char *path;		/* the image (a file or URL); with file,
+					 * only for messages */
+	const struct backend_file *file;	/* NULL: open path */
 	unsigned int flags;		/* enum backend_open_flags */
 	struct dioloop_aio *aio;	/* I/O context to submit to */
 	struct backend *inner;		/* stacked backends: the one below */
@@ -208,6 +223,11 @@ const char *const *backend_names(void);
 /* The backend that serves path: "nfs" for an nfs:// URL, "cow" for a
  * file with a cow superblock (either copy), else "raw". */
 const char *backend_probe(const char *path);
+/* The same for the image args names (args->file when set, else path). */
+const char *backend_probe_args(const struct backend_open_args *args);
+/* Open the image args names with open(2) flags: through args->file (the
+ * same inode, checked by dev:ino) or by path.  An fd or -errno. */
+int backend_open_image(const struct backend_open_args *args, int flags);
 /* Validate an ops table (required ops, sane name): 0 or -EINVAL. */
 int backend_ops_check(const struct backend_ops *ops);
 

@@ -112,3 +112,12 @@ const char *backend_probe(const char *path)
 		return "cow";
 	return "raw";
 }
+
+/* backend_probe for open args: the file the caller opened, when given.
+ * Any thread. */
+const char *backend_probe_args(const struct backend_open_args *args)
+{
+	if (!args->file)
+		return backend_probe(args->path);
+	return cow_is_image_fd(args->file->fd) ? "cow" : "raw";
+}

@@ -899,9 +899,30 @@ static uint64_t record_size(const struct img *im)
 
 	if (n < 0)
 		return 0;
-	ck_assert_msg(orphan_decode(rec, (size_t)n, &size) == 0,
+	uint64_t dev, ino;
+	ck_assert_msg(orphan_decode(rec, (size_t)n, &size, &dev, &ino) == 0,
 		      "the orphan record decodes");
+	ck_assert_msg(dev == (uint64_t)file_stat(im->path).st_dev &&
+		      ino == (uint64_t)file_stat(im->path).st_ino,
+		      "the orphan record names its image's dev:ino");
 	return size;
+}
+
+/* Plant rec as the image's orphan record, as the daemon would have left
+ * it (mode 0600, owned by us). */
+static void plant_record(const struct img *im, const void *rec, size_t len)
+{
+	make_image(im->record, 0);
+	ck_assert_msg(chmod(im->record, 0600) == 0, "chmod the record");
+	file_write(im->record, rec, len, 0);
+}
+
+/* Encode a record of size for im's image. */
+static void encode_record(const struct img *im, void *rec, uint64_t size)
+{
+	struct stat st = file_stat(im->path);
+
+	orphan_encode(rec, size, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
 }
 
 struct submit_args {
@@ -1210,13 +1231,12 @@ START_TEST(test_raw_torn_record_is_removed_without_truncating)
 
 	for (round = 0; round < 2; round++) {
 		img_setup(&im, 72 * KiB, ~0u);
-		make_image(im.record, 0);
 		if (round == 0) {
-			file_write(im.record, garbage, sizeof(garbage), 0);
+			plant_record(&im, garbage, sizeof(garbage));
 		} else {
-			orphan_encode(rec, 8 * KiB);
+			encode_record(&im, rec, 8 * KiB);
 			rec[20] ^= 0x10;	/* a flipped bit: bad CRC */
-			file_write(im.record, rec, sizeof(rec), 0);
+			plant_record(&im, rec, sizeof(rec));
 		}
 		im.b = open_raw(im.path, 0, NULL);
 		ck_assert_msg(backend_get_size(im.b) == 72 * KiB,
@@ -1237,9 +1257,8 @@ START_TEST(test_raw_record_on_readonly_open_limits_size)
 	struct img im;
 
 	img_setup(&im, 128 * KiB, ~0u);
-	make_image(im.record, 0);
-	orphan_encode(rec, 64 * KiB);
-	file_write(im.record, rec, sizeof(rec), 0);
+	encode_record(&im, rec, 64 * KiB);
+	plant_record(&im, rec, sizeof(rec));
 	im.b = open_raw(im.path, BACKEND_OPEN_RDONLY, NULL);
 	ck_assert_msg(backend_get_size(im.b) == 64 * KiB,
 		      "read-only: serves the recorded 64 KiB (got %lld)",

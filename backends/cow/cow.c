@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -808,18 +809,35 @@ static int64_t cow_get_size(struct backend *b)
 /* Recognise a cow image by either superblock's magic.  Any thread. */
 bool cow_is_image(const char *path)
 {
-	uint8_t buf[2][16];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	bool ret = false;
+	bool ret;
 
 	if (fd < 0)
 		return false;
-	if (pread(fd, buf[0], 16, 0) == 16 && cow_sb_has_magic(buf[0]))
+	ret = cow_is_image_fd(fd);
+	close(fd);
+	return ret;
+}
+
+/* The same for an open file (O_PATH too: read through a new open of
+ * the same inode).  Any thread. */
+bool cow_is_image_fd(int fd)
+{
+	char link[sizeof("/proc/self/fd/") + 12];
+	uint8_t buf[2][16];
+	bool ret = false;
+	int rfd;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	rfd = open(link, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (rfd < 0)
+		return false;
+	if (pread(rfd, buf[0], 16, 0) == 16 && cow_sb_has_magic(buf[0]))
 		ret = true;
-	else if (pread(fd, buf[1], 16, COW_BLOCK_SIZE) == 16 &&
+	else if (pread(rfd, buf[1], 16, COW_BLOCK_SIZE) == 16 &&
 		 cow_sb_has_magic(buf[1]))
 		ret = true;
-	close(fd);
+	close(rfd);
 	return ret;
 }
 

@@ -20,6 +20,8 @@ extern const struct backend_ops cow_backend_ops;
 
 /* True when path is a cow image (its superblock magic, either slot). */
 bool cow_is_image(const char *path);
+/* The same for an open file descriptor (O_PATH too). */
+bool cow_is_image_fd(int fd);
 
 struct cow_stats {
 	uint64_t generation;		/* last durable commit */

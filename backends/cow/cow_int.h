@@ -167,8 +167,8 @@ void cow_test_point(enum cow_test_point point);
 /* Open the container at path and load its trees (no commit yet).  0 or
  * -errno (logged).  c is zeroed by the caller; cow_container_close
  * releases it whatever happened. */
-int cow_container_open(struct cow_container *c, const char *path,
-		       bool rdonly);
+int cow_container_open(struct cow_container *c,
+		       const struct backend_open_args *args, bool rdonly);
 /* A writable container starts: the opening commit, the committer.
  * Control thread. */
 int cow_container_start(struct cow_container *c);

@@ -140,9 +140,10 @@ static int open_voltree(struct cow_container *c)
 	return ret;
 }
 
-int cow_container_open(struct cow_container *c, const char *path,
-		       bool rdonly)
+int cow_container_open(struct cow_container *c,
+		       const struct backend_open_args *args, bool rdonly)
 {
+	const char *path = args->path;
 	struct cow_err err = { "" };
 	int flags = O_DIRECT | O_CLOEXEC, ret;
 	struct stat st;
@@ -166,9 +167,9 @@ int cow_container_open(struct cow_container *c, const char *path,
 	c->commit_ms = COW_DEFAULT_COMMIT_MS;
 
 	flags |= c->rdonly ? O_RDONLY : O_RDWR;
-	c->meta.fd = open(path, flags);
+	c->meta.fd = backend_open_image(args, flags);
 	if (c->meta.fd < 0) {
-		ret = -errno;
+		ret = c->meta.fd;
 		g_warning("%s: open%s: %s", path,
 			  ret == -EINVAL ? " (O_DIRECT unsupported here?)" : "",
 			  g_strerror(-ret));

@@ -242,7 +242,8 @@ int cow_open(struct backend *b, const struct backend_open_args *args)
 	v->b = b;
 	v->growable = args->flags & BACKEND_OPEN_GROWABLE;
 	g_mutex_lock(&registry_lock);
-	if (stat(args->path, &st) == 0)
+	if ((args->file ? fstat(args->file->fd, &st) :
+			  stat(args->path, &st)) == 0)
 		c = registry_find(st.st_dev, st.st_ino);
 	if (!c) {
 		bool rdonly = (args->flags & BACKEND_OPEN_RDONLY) &&
@@ -250,14 +251,14 @@ int cow_open(struct backend *b, const struct backend_open_args *args)
 
 		c = g_new0(struct cow_container, 1);
 		fresh = true;
-		ret = cow_container_open(c, args->path, rdonly);
+		ret = cow_container_open(c, args, rdonly);
 		if (ret == -EBUSY && !rdonly &&
 		    !(args->flags & BACKEND_OPEN_CONTAINER_RW)) {
 			/* Written by another process: a snapshot can still
 			 * be read (it opens read-only whatever the flags). */
 			cow_container_close(c);
 			c = g_new0(struct cow_container, 1);
-			ret = cow_container_open(c, args->path, true);
+			ret = cow_container_open(c, args, true);
 			locked_elsewhere = true;
 		}
 		if (ret < 0)

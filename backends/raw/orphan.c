@@ -11,13 +11,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <isa-l/crc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/sidecar.h"
+
 #define ORPHAN_MAGIC "DLORPHAN"
-#define ORPHAN_VERSION 1u
+#define ORPHAN_VERSION 2u
+#define ORPHAN_CRC_OFFSET 40
 
 /* Steps of the asynchronous operations. */
 enum orphan_step {
@@ -27,18 +31,10 @@ enum orphan_step {
 	ORPHAN_REMOVE_SYNC_DIR,		/* fdsync of the directory */
 };
 
-/* CRC-32 (IEEE, reflected), bitwise: 24 bytes now and then. */
+/* CRC-32 (IEEE, reflected; zlib's) of len bytes. */
 static uint32_t orphan_crc32(const unsigned char *p, size_t len)
 {
-	uint32_t crc = 0xffffffffu;
-	int k;
-
-	while (len--) {
-		crc ^= *p++;
-		for (k = 0; k < 8; k++)
-			crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1)));
-	}
-	return ~crc;
+	return crc32_gzip_refl(0, p, len);
 }
 
 /* Little-endian 32-bit store and load. */
@@ -70,58 +66,85 @@ char *orphan_record_path(const char *image_path)
 	return path;
 }
 
-/* Encode a record for size. */
-void orphan_encode(void *buf, uint64_t size)
+static void put_le64(unsigned char *p, uint64_t v)
+{
+	v = GUINT64_TO_LE(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static uint64_t get_le64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return GUINT64_FROM_LE(v);
+}
+
+/* Encode a record for size, bound to the image dev:ino. */
+void orphan_encode(void *buf, uint64_t size, uint64_t dev, uint64_t ino)
 {
 	unsigned char *p = buf;
-	uint64_t le = GUINT64_TO_LE(size);
 
 	memset(p, 0, ORPHAN_RECORD_LEN);
 	memcpy(p, ORPHAN_MAGIC, 8);
 	put_le32(p + 8, ORPHAN_VERSION);
 	put_le32(p + 12, ORPHAN_RECORD_LEN);
-	memcpy(p + 16, &le, sizeof(le));
-	put_le32(p + 24, orphan_crc32(p, 24));
+	put_le64(p + 16, size);
+	put_le64(p + 24, dev);
+	put_le64(p + 32, ino);
+	put_le32(p + ORPHAN_CRC_OFFSET, orphan_crc32(p, ORPHAN_CRC_OFFSET));
 }
 
-/* Decode a record: 0, or -EBADMSG when it is torn or not ours. */
-int orphan_decode(const void *buf, size_t len, uint64_t *size)
+/* Decode a record: 0, or -EBADMSG when it is torn or not a record. */
+int orphan_decode(const void *buf, size_t len, uint64_t *size, uint64_t *dev,
+		  uint64_t *ino)
 {
 	const unsigned char *p = buf;
-	uint64_t le;
 
 	if (len != ORPHAN_RECORD_LEN || memcmp(p, ORPHAN_MAGIC, 8) ||
 	    get_le32(p + 8) != ORPHAN_VERSION ||
 	    get_le32(p + 12) != ORPHAN_RECORD_LEN ||
-	    get_le32(p + 24) != orphan_crc32(p, 24) || get_le32(p + 28))
+	    get_le32(p + ORPHAN_CRC_OFFSET) !=
+		    orphan_crc32(p, ORPHAN_CRC_OFFSET) ||
+	    get_le32(p + ORPHAN_CRC_OFFSET + 4))
 		return -EBADMSG;
-	memcpy(&le, p + 16, sizeof(le));
-	*size = GUINT64_FROM_LE(le);
+	*size = get_le64(p + 16);
+	*dev = get_le64(p + 24);
+	*ino = get_le64(p + 32);
 	return 0;
 }
 
-/* Set up for image_path: open its directory.  Control thread. */
-int orphan_init(struct orphan *o, const char *image_path)
+/* Set up for the image open as image_fd: its sidecars are in file's
+ * directory, or image_path's when file is NULL.  Control thread. */
+int orphan_init(struct orphan *o, const char *image_path,
+		const struct backend_file *file, int image_fd)
 {
-	char *dir = g_path_get_dirname(image_path);
-	char *base = g_path_get_basename(image_path);
-	int ret = 0;
+	g_autofree char *dir = g_path_get_dirname(image_path);
+	g_autofree char *base = g_path_get_basename(image_path);
+	struct stat st;
 
 	memset(o, 0, sizeof(*o));
 	o->image = image_path;
 	o->fd = -1;
-	o->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fstat(image_fd, &st) < 0)
+		return -errno;
+	o->dev = (uint64_t)st.st_dev;
+	o->ino = (uint64_t)st.st_ino;
+	if (file)
+		o->dirfd = fcntl(file->dirfd, F_DUPFD_CLOEXEC, 0);
+	else
+		o->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (o->dirfd < 0) {
-		ret = -errno;
-		g_warning("%s: cannot open its directory %s: %s", image_path,
-			  dir, g_strerror(errno));
-	} else {
-		o->name = g_strconcat(".", base, ORPHAN_RECORD_SUFFIX, NULL);
-		o->tmp_name = g_strconcat(o->name, ".tmp", NULL);
+		int err = -errno;
+
+		g_warning("%s: cannot open its directory: %s", image_path,
+			  g_strerror(-err));
+		return err;
 	}
-	g_free(dir);
-	g_free(base);
-	return ret;
+	o->name = g_strconcat(".", file ? file->name : base,
+			      ORPHAN_RECORD_SUFFIX, NULL);
+	o->tmp_name = g_strconcat(o->name, ".tmp", NULL);
+	return 0;
 }
 
 /* Close the directory, free the names.  Control thread. */
@@ -148,8 +171,9 @@ static int orphan_sync_dir(struct orphan *o)
 	return 0;
 }
 
-/* Write a record for size into name (created or truncated); the open fd
- * is returned in *fdp, not synced.  0 or -errno. */
+/* Write a record for size into name (created anew: whatever was there
+ * is removed, never written through); the open fd is returned in *fdp,
+ * not synced.  0 or -errno. */
 static int orphan_write(struct orphan *o, const char *name, uint64_t size,
 			int *fdp)
 {
@@ -157,11 +181,10 @@ static int orphan_write(struct orphan *o, const char *name, uint64_t size,
 	ssize_t n;
 	int fd, err;
 
-	fd = openat(o->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-		    0600);
+	fd = sidecar_create(o->dirfd, name);
 	if (fd < 0)
-		return -errno;
-	orphan_encode(buf, size);
+		return fd;
+	orphan_encode(buf, size, o->dev, o->ino);
 	do {
 		n = pwrite(fd, buf, sizeof(buf), 0);
 	} while (n < 0 && errno == EINTR);
@@ -175,25 +198,38 @@ static int orphan_write(struct orphan *o, const char *name, uint64_t size,
 	return 0;
 }
 
-/* Read and decode the record: 0, -ENOENT (none), -EBADMSG (torn), or
- * another -errno. */
+/* Read and decode the record: 0, -ENOENT (none, or one we must not
+ * believe: logged), -EBADMSG (torn), or another -errno. */
 static int orphan_read(struct orphan *o, uint64_t *size)
 {
 	unsigned char buf[ORPHAN_RECORD_LEN + 1];
+	const char *why;
+	uint64_t dev, ino;
 	ssize_t n;
 	int fd, err = 0;
 
-	fd = openat(o->dirfd, o->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = sidecar_open_trusted(o->dirfd, o->name, &why);
+	if (fd == -EPERM) {
+		g_warning("%s: orphan record %s ignored: %s", o->image,
+			  o->name, why);
+		return -ENOENT;
+	}
 	if (fd < 0)
-		return -errno;
+		return fd;
 	do {
 		n = pread(fd, buf, sizeof(buf), 0);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0)
 		err = -errno;
 	else
-		err = orphan_decode(buf, (size_t)n, size);
+		err = orphan_decode(buf, (size_t)n, size, &dev, &ino);
 	close(fd);
+	if (err == 0 && (dev != o->dev || ino != o->ino)) {
+		g_warning("%s: orphan record %s ignored: it belongs to another file (%llu:%llu)",
+			  o->image, o->name, (unsigned long long)dev,
+			  (unsigned long long)ino);
+		return -ENOENT;
+	}
 	return err;
 }
 
@@ -259,29 +295,19 @@ int orphan_recover(struct orphan *o, int image_fd, bool rdonly,
 /* Replace the record by one for size, atomically.  Blocks. */
 int orphan_update(struct orphan *o, uint64_t size)
 {
-	int fd, err;
+	unsigned char buf[ORPHAN_RECORD_LEN];
+	int err;
 
-	err = orphan_write(o, o->tmp_name, size, &fd);
-	if (err < 0)
-		goto out;
-	if (fsync(fd) < 0) {
-		err = -errno;
-		close(fd);
-		unlinkat(o->dirfd, o->tmp_name, 0);
-		goto out;
-	}
-	close(fd);
-	if (renameat(o->dirfd, o->tmp_name, o->dirfd, o->name) < 0) {
-		err = -errno;
-		unlinkat(o->dirfd, o->tmp_name, 0);
-		goto out;
+	orphan_encode(buf, size, o->dev, o->ino);
+	err = sidecar_replace(o->dirfd, o->name, buf, sizeof(buf));
+	if (err < 0) {
+		g_warning("%s: updating orphan record %s to %llu: %s",
+			  o->image, o->name, (unsigned long long)size,
+			  g_strerror(-err));
+		return err;
 	}
 	o->present = true;
-	return orphan_sync_dir(o);
-out:
-	g_warning("%s: updating orphan record %s to %llu: %s", o->image,
-		  o->name, (unsigned long long)size, g_strerror(-err));
-	return err;
+	return 0;
 }
 
 /* Remove the record and fsync the directory.  Blocks. */

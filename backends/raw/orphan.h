@@ -14,8 +14,15 @@
  * a record left behind (a crash mid-extension) truncates the image back
  * to the recorded size and removes the record (orphan_recover).
  *
- * Format: 32 bytes, little endian: "DLORPHAN", u32 version (1), u32 length
- * (32), u64 size, u32 CRC-32 (IEEE) of the 24 bytes before it, u32 zero.
+ * Format: 48 bytes, little endian: "DLORPHAN", u32 version (2), u32 length
+ * (48), u64 size, u64 dev and u64 ino of the image it belongs to, u32
+ * CRC-32 (IEEE) of the 40 bytes before it, u32 zero.
+ *
+ * The directory may be writable by others, so a record is believed only
+ * when it is a sidecar of ours (backends/sidecar.h: regular, one link, the
+ * daemon's uid, 0600) and names the dev:ino of the image open now; else it
+ * is ignored with a log line and changes nothing.  It can only shrink the
+ * image.  Version 1 records (no dev:ino) are ignored the same way.
  * A record that is short, or fails any check, is torn: it was being
  * written when the crash came, so no extending write had started yet.
  *
@@ -32,14 +39,16 @@
 #include <stdint.h>
 
 #include "backends/aio.h"
+#include "backends/backend.h"
 
 #define ORPHAN_RECORD_SUFFIX ".dioloop-orphan"
-#define ORPHAN_RECORD_LEN 32
+#define ORPHAN_RECORD_LEN 48
 
 typedef void (*orphan_done_t)(void *opaque, int err);
 
 struct orphan {
 	const char *image;	/* the image's path, for messages (not owned) */
+	uint64_t dev, ino;	/* the image's: a record names them */
 	int dirfd;		/* the image's directory, O_RDONLY */
 	char *name;		/* record name inside dirfd */
 	char *tmp_name;		/* name used while replacing the record */
@@ -57,13 +66,18 @@ struct orphan {
 /* Path of the record for an image path (g_free it). */
 char *orphan_record_path(const char *image_path);
 
-/* Encode a record for size into buf (ORPHAN_RECORD_LEN bytes). */
-void orphan_encode(void *buf, uint64_t size);
-/* Decode a record: 0 and *size, or -EBADMSG when torn. */
-int orphan_decode(const void *buf, size_t len, uint64_t *size);
+/* Encode a record for size of the image dev:ino into buf
+ * (ORPHAN_RECORD_LEN bytes). */
+void orphan_encode(void *buf, uint64_t size, uint64_t dev, uint64_t ino);
+/* Decode a record: 0 with *size, *dev, *ino; or -EBADMSG when torn. */
+int orphan_decode(const void *buf, size_t len, uint64_t *size, uint64_t *dev,
+		  uint64_t *ino);
 
-/* Set up for image_path (opens its directory): 0 or -errno. */
-int orphan_init(struct orphan *o, const char *image_path);
+/* Set up for the image open as image_fd (its dev:ino binds the record):
+ * the record lives in file->dirfd, named after file->name, or beside
+ * image_path when file is NULL.  0 or -errno. */
+int orphan_init(struct orphan *o, const char *image_path,
+		const struct backend_file *file, int image_fd);
 void orphan_destroy(struct orphan *o);
 
 /*

@@ -800,9 +800,9 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 	flags |= r->rdonly ? O_RDONLY : O_RDWR;
 	if (r->sync)
 		flags |= O_DSYNC;
-	r->fd = open(args->path, flags);
+	r->fd = backend_open_image(args, flags);
 	if (r->fd < 0) {
-		ret = -errno;
+		ret = r->fd;
 		g_warning("%s: open%s: %s", args->path,
 			  ret == -EINVAL ? " (O_DIRECT unsupported here?)" : "",
 			  g_strerror(-ret));
@@ -820,7 +820,7 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 	ret = raw_set_limits(r, &st);
 	if (ret < 0)
 		goto out_free;
-	ret = orphan_init(&r->orphan, b->path);
+	ret = orphan_init(&r->orphan, b->path, args->file, r->fd);
 	if (ret < 0)
 		goto out_free;
 	ret = orphan_recover(&r->orphan, r->fd, r->rdonly, &limit);

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/* Sidecar files beside images, created and read as hostile (sidecar.h). */
+#include "backends/sidecar.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SIDECAR_MODE 0600
+
+int sidecar_create(int dirfd, const char *name)
+{
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC |
+		    O_NOCTTY;
+	int fd;
+
+	fd = openat(dirfd, name, flags, SIDECAR_MODE);
+	if (fd < 0 && errno == EEXIST) {
+		/* Ours left by a crash, or planted: the entry goes (a
+		 * symlink is removed, not followed), nothing is written. */
+		if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+			return -errno;
+		fd = openat(dirfd, name, flags, SIDECAR_MODE);
+	}
+	if (fd < 0)
+		return -errno;
+	/* The umask may have taken bits away; the mode is part of what
+	 * makes a sidecar ours. */
+	if (fchmod(fd, SIDECAR_MODE) < 0) {
+		int err = -errno;
+
+		close(fd);
+		unlinkat(dirfd, name, 0);
+		return err;
+	}
+	return fd;
+}
+
+const char *sidecar_untrusted_reason(const struct stat *st)
+{
+	if (!S_ISREG(st->st_mode))
+		return "not a regular file";
+	if (st->st_uid != geteuid())
+		return "not owned by the daemon's user";
+	if ((st->st_mode & 07777) != SIDECAR_MODE)
+		return "its mode is not 0600";
+	if (st->st_nlink != 1)
+		return "it has other hard links";
+	return NULL;
+}
+
+int sidecar_open_trusted(int dirfd, const char *name, const char **why)
+{
+	struct stat st;
+	int fd;
+
+	*why = NULL;
+	/* O_NONBLOCK: a FIFO planted under the name must not hang us. */
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+		    O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		if (errno == ELOOP) {
+			*why = "a symlink";
+			return -EPERM;
+		}
+		return -errno;
+	}
+	if (fstat(fd, &st) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	*why = sidecar_untrusted_reason(&st);
+	if (*why) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+ssize_t sidecar_read(int dirfd, const char *name, char *buf, size_t len,
+		     const char **why)
+{
+	ssize_t n;
+	int fd = sidecar_open_trusted(dirfd, name, why);
+
+	if (fd < 0)
+		return fd;
+	do {
+		n = pread(fd, buf, len - 1, 0);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		n = -errno;
+	else
+		buf[n] = '\0';
+	close(fd);
+	return n;
+}
+
+int sidecar_replace(int dirfd, const char *name, const void *buf,
+		    size_t len)
+{
+	g_autofree char *tmp = g_strdup_printf("%s.tmp", name);
+	ssize_t n;
+	int fd, err = 0;
+
+	fd = sidecar_create(dirfd, tmp);
+	if (fd < 0)
+		return fd;
+	do {
+		n = pwrite(fd, buf, len, 0);
+	} while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)len)
+		err = n < 0 ? -errno : -ENOSPC;
+	else if (fsync(fd) < 0)
+		err = -errno;
+	close(fd);
+	if (!err && renameat(dirfd, tmp, dirfd, name) < 0)
+		err = -errno;
+	if (err) {
+		unlinkat(dirfd, tmp, 0);
+		return err;
+	}
+	return fsync(dirfd) < 0 ? -errno : 0;
+}
