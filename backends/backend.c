@@ -63,30 +63,37 @@ int backend_open(const char *type, const struct backend_open_args *args,
  */
 int backend_open_image(const struct backend_open_args *args, int flags)
 {
-	char link[sizeof("/proc/self/fd/") + 12];
-	struct stat want, got;
-	int fd, err;
+	int fd;
 
 	if (!args->file) {
 		fd = open(args->path, flags | O_CLOEXEC);
 		return fd < 0 ? -errno : fd;
 	}
-	if (fstat(args->file->fd, &want) < 0)
+	return backend_reopen_fd(args->file->fd, flags);
+}
+
+int backend_reopen_fd(int fd, int flags)
+{
+	char link[sizeof("/proc/self/fd/") + 12];
+	struct stat want, got;
+	int nfd, err;
+
+	if (fstat(fd, &want) < 0)
 		return -errno;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", args->file->fd);
-	fd = open(link, flags | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	nfd = open(link, flags | O_CLOEXEC | O_NOCTTY);
+	if (nfd < 0)
 		return -errno;
-	if (fstat(fd, &got) < 0) {
+	if (fstat(nfd, &got) < 0) {
 		err = -errno;
-		close(fd);
+		close(nfd);
 		return err;
 	}
 	if (got.st_dev != want.st_dev || got.st_ino != want.st_ino) {
-		close(fd);
+		close(nfd);
 		return -ESTALE;
 	}
-	return fd;
+	return nfd;
 }
 
 /* Close an image; every request must have completed.  Control thread. */

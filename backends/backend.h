@@ -228,6 +228,10 @@ const char *backend_probe_args(const struct backend_open_args *args);
 /* Open the image args names with open(2) flags: through args->file (the
  * same inode, checked by dev:ino) or by path.  An fd or -errno. */
 int backend_open_image(const struct backend_open_args *args, int flags);
+/* A new open file description of the inode fd refers to (fd may be
+ * O_PATH), with open(2) flags: an fd, or -errno (-ESTALE if it were not
+ * the same inode). */
+int backend_reopen_fd(int fd, int flags);
 /* Validate an ops table (required ops, sane name): 0 or -EINVAL. */
 int backend_ops_check(const struct backend_ops *ops);
 

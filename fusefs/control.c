@@ -187,6 +187,12 @@ void dioloop_ctl_open(fuse_req_t req, fuse_ino_t ino,
 		dioloop_io_call(so->fs, stats_open_run, so);
 		return;
 	}
+	/* Commands act as the daemon's user: only it (or root) may give
+	 * them, whatever the mount's permission options. */
+	if (fuse_req_ctx(req)->uid != 0 && fuse_req_ctx(req)->uid != getuid()) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
 	f = ctl_file_new();
 	fi->fh = (uint64_t)(uintptr_t)f;
 	if (fuse_reply_open(req, fi) == -ENOENT)

@@ -68,7 +68,11 @@ struct dioloop_mount_fault {
  * of a cow image). */
 struct dioloop_image_lock {
 	char *key;			/* "dev:ino" */
-	int fd;				/* holds the lock */
+	int fd;				/* holds the lock; the file served */
+	/* A migration's destination belongs to the image called owner:
+	 * only its nodes share the lock (no other name may serve the file);
+	 * NULL: every name of the file shares it (symlink aliases). */
+	char *owner;
 	unsigned int refs;		/* by fs->lock */
 	/* cow: the scrub running over the container, by fs->lock */
 	bool scrubbing;
@@ -97,6 +101,11 @@ struct dioloop_node {
 	bool readonly;			/* image or mount read-only, or a
 					 * snapshot */
 	struct dioloop_image_lock *lock;	/* the image's, shared */
+	/* The file served (dev:ino; 0:0 for a URL): when the name resolves
+	 * to another, the image was replaced.  By fs->lock. */
+	uint64_t dev, ino_served;
+	unsigned int switches;		/* migrations switched; by fs->lock */
+	bool switching;			/* one is switching; by fs->lock */
 	struct dioloop_throttle throttle;	/* its own lock: the group's */
 	struct dioloop_node_stats stats;	/* atomics */
 	/* protected by fs->lock: */
@@ -171,8 +180,32 @@ int dioloop_node_stat(struct dioloop_fs *fs, struct dioloop_node *node,
 void dioloop_root_stat(struct dioloop_fs *fs, struct stat *st);
 /* True if name in the source directory may be served as an image. */
 bool dioloop_is_image_name(const char *name);
-/* True if the source entry name resolves to a path inside the source. */
-bool dioloop_resolves_inside(struct dioloop_fs *fs, const char *name);
+/* True if name serves an image now (it is listed). */
+bool dioloop_image_servable(struct dioloop_fs *fs, const char *name);
+/* Before an open of node: 0, or -ESTALE when its name serves another
+ * file now (the node is retired; the kernel looks the name up again). */
+int dioloop_node_check_current(struct dioloop_fs *fs,
+			       struct dioloop_node *node);
+/*
+ * The image lock of the file open as fd_path (O_PATH) with stat st, for
+ * the image called name: shared with the other nodes on the same file (a
+ * symlink alias), or taken now.  owner: the image whose migration
+ * destination this is (only its nodes share it), or NULL.  0, -EBUSY
+ * when another process (or another image's migration) has the file
+ * (logged, naming it), or -errno.  Not under fs->lock.
+ */
+int dioloop_image_lock_get(struct dioloop_fs *fs, const char *name,
+			   const char *owner, int fd_path,
+			   const struct stat *st, bool *readonly,
+			   struct dioloop_image_lock **out);
+/* Around a migration's switch of node to another file (fusefs/migrate.c):
+ * lookups meanwhile do not retire it as replaced. */
+void dioloop_node_switch_begin(struct dioloop_fs *fs,
+			       struct dioloop_node *node);
+void dioloop_node_switch_end(struct dioloop_fs *fs, struct dioloop_node *node);
+/* Drop a reference to an image lock. */
+void dioloop_image_lock_put(struct dioloop_fs *fs,
+			    struct dioloop_image_lock *l);
 /* Open/close file-handle accounting: open is -ENOENT for a node whose
  * volume was deleted. */
 int dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node);

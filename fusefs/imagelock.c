@@ -29,6 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
+
 #define HOLDER_CMDLINE_MAX 240
 
 /* True if /proc/PID/fdinfo/FD lists a lock taken through that fd. */
@@ -104,7 +106,7 @@ static char *find_holder(const struct stat *st)
 }
 
 /* Take the image's OFD lock (imagelock.h).  Whoever opens the node. */
-int dioloop_image_lock(int dirfd, const char *name, bool *readonly,
+int dioloop_image_lock(int path_fd, const char *name, bool *readonly,
 		       int *fd_out, char **holder)
 {
 	struct flock fl = { .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
@@ -114,17 +116,16 @@ int dioloop_image_lock(int dirfd, const char *name, bool *readonly,
 	*fd_out = -1;
 	*holder = NULL;
 	if (!*readonly) {
-		fd = openat(dirfd, name, O_RDWR | O_CLOEXEC | O_NOCTTY);
-		if (fd < 0 && errno != EACCES && errno != EROFS &&
-		    errno != EPERM)
-			return -errno;
+		fd = backend_reopen_fd(path_fd, O_RDWR);
+		if (fd < 0 && fd != -EACCES && fd != -EROFS && fd != -EPERM)
+			return fd;
 		if (fd < 0)
 			*readonly = true;	/* serve it read-only */
 	}
 	if (fd < 0) {
-		fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		fd = backend_reopen_fd(path_fd, O_RDONLY);
 		if (fd < 0)
-			return -errno;
+			return fd;
 	}
 	fl.l_type = *readonly ? F_RDLCK : F_WRLCK;
 	if (fcntl(fd, F_OFD_SETLK, &fl) == 0) {

@@ -6,13 +6,15 @@
 #include <stdbool.h>
 
 /*
- * Take the OFD lock of the image name in directory dirfd: a write lock,
+ * Take the OFD lock of the image open as path_fd (O_PATH is enough; the
+ * lock is taken on a new open of that inode; name is for messages): a
+ * write lock,
  * or a read lock when *readonly (set to true when the image cannot be
  * opened for writing).  0 with *fd holding the lock (close it to let
  * go); -EBUSY when another open file holds a conflicting lock, with
  * *holder naming it (g_free it); or -errno.
  */
-int dioloop_image_lock(int dirfd, const char *name, bool *readonly, int *fd,
+int dioloop_image_lock(int path_fd, const char *name, bool *readonly, int *fd,
 		       char **holder);
 
 #endif

@@ -23,6 +23,8 @@
 #include "backends/migrate.h"
 #include "backends/nfs/nfs.h"
 #include "backends/testing/fault.h"
+#include "fusefs/redirect.h"
+#include "fusefs/source.h"
 
 enum job_state {
 	JOB_COPYING,
@@ -54,6 +56,11 @@ struct dioloop_migration {
 	struct migration *_Atomic engine;
 	atomic_bool cancel;		/* asked before or while copying */
 	struct backend *dst;
+	/* The destination file's lock (local destinations), taken when it
+	 * is created, before anything else can open it: owned by the job
+	 * until the switch gives it to the node. */
+	struct dioloop_image_lock *dest_lock;
+	struct dioloop_image_lock *old_lock;	/* the source's, after it */
 	GThread *thread;
 
 	GMutex lock;			/* state, message, last */
@@ -91,73 +98,6 @@ static bool job_running(struct dioloop_migration *job);
 bool dioloop_node_migrating(struct dioloop_node *node)
 {
 	return job_running(node_job(node));
-}
-
-/* ---- the redirect ---- */
-
-static char *redirect_name(const char *image)
-{
-	return g_strdup_printf(".%s%s", image, DIOLOOP_REDIRECT_SUFFIX);
-}
-
-char *dioloop_redirected_name(const char *name)
-{
-	size_t n = strlen(name), s = strlen(DIOLOOP_REDIRECT_SUFFIX);
-
-	if (n <= s + 1 || name[0] != '.' ||
-	    strcmp(name + n - s, DIOLOOP_REDIRECT_SUFFIX))
-		return NULL;
-	return g_strndup(name + 1, n - s - 1);
-}
-
-char *dioloop_redirect_read(struct dioloop_fs *fs, const char *image)
-{
-	g_autofree char *name = redirect_name(image);
-	char buf[4096];
-	ssize_t n;
-	int fd = openat(fs->source_fd, name, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return NULL;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return NULL;
-	buf[n] = '\0';
-	g_strchomp(buf);
-	return buf[0] ? g_strdup(buf) : NULL;
-}
-
-/* Make "image now lives at dest" durable: write a temporary file, sync
- * it, rename it over the redirect, sync the directory. */
-static int redirect_write(struct dioloop_fs *fs, const char *image,
-			  const char *dest)
-{
-	g_autofree char *name = redirect_name(image);
-	g_autofree char *tmp = g_strdup_printf("%s.tmp", name);
-	g_autofree char *text = g_strdup_printf("%s\n", dest);
-	size_t len = strlen(text);
-	int fd, ret = 0;
-
-	fd = openat(fs->source_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC |
-		    O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0)
-		ret = errno ? -errno : -EIO;
-	close(fd);
-	if (!ret && renameat(fs->source_fd, tmp, fs->source_fd, name) < 0) {
-		ret = -errno;
-	} else if (!ret && fsync(fs->source_fd) < 0) {
-		/* Maybe durable, maybe not: take it back, so that a
-		 * restart cannot find a redirect to a removed image. */
-		ret = -errno;
-		unlinkat(fs->source_fd, name, 0);
-		fsync(fs->source_fd);
-	}
-	if (ret)
-		unlinkat(fs->source_fd, tmp, 0);
-	return ret;
 }
 
 /* ---- the job ---- */
@@ -206,7 +146,8 @@ static int create_dest(struct dioloop_migration *job, uint64_t size,
 						     g_strerror(-ret));
 		return ret;
 	}
-	fd = open(job->dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = open(job->dest, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+		  O_CLOEXEC, 0644);
 	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0) {
 		int ret = -errno;
 
@@ -219,6 +160,68 @@ static int create_dest(struct dioloop_migration *job, uint64_t size,
 	}
 	close(fd);
 	return 0;
+}
+
+/* Lock the destination just created, as the node's image's: no other
+ * name (a path inside the source, another daemon) may serve it.  0 or
+ * -errno (why). */
+static int lock_dest(struct dioloop_migration *job, char **why)
+{
+	bool readonly = false;
+	struct stat st;
+	int fd, ret;
+
+	if (strstr(job->dest, "://"))
+		return 0;
+	fd = open(job->dest, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		ret = -errno;
+	else
+		ret = S_ISREG(st.st_mode) ? 0 : -EINVAL;
+	if (ret < 0) {
+		*why = g_strdup_printf("%s changed after it was created: %s",
+				       job->dest, g_strerror(-ret));
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	ret = dioloop_image_lock_get(job->fs, job->node->image,
+				     job->node->image, fd, &st, &readonly,
+				     &job->dest_lock);
+	close(fd);
+	if (ret == 0 && readonly) {
+		dioloop_image_lock_put(job->fs, job->dest_lock);
+		job->dest_lock = NULL;
+		ret = -EACCES;
+	}
+	if (ret < 0)
+		*why = g_strdup_printf("locking %s: %s", job->dest,
+				       g_strerror(-ret));
+	return ret;
+}
+
+/* The redirect that makes the switch to job's destination durable. */
+static int job_redirect_write(struct dioloop_migration *job)
+{
+	struct dioloop_redirect r = { .path = job->dest };
+	struct stat st;
+	int fd;
+
+	/* The file under the image's name now, if any: a redirect stands
+	 * only as long as that file does. */
+	fd = dioloop_source_open_image(job->fs, job->node->image, &st);
+	if (fd >= 0) {
+		r.image_dev = (uint64_t)st.st_dev;
+		r.image_ino = (uint64_t)st.st_ino;
+		close(fd);
+	}
+	if (job->dest_lock) {
+		if (fstat(job->dest_lock->fd, &st) < 0)
+			return -errno;
+		r.target_dev = (uint64_t)st.st_dev;
+		r.target_ino = (uint64_t)st.st_ino;
+	}
+	return dioloop_redirect_write(job->fs, job->node->image, &r);
 }
 
 /* Stop using the engine: clear the pointer, wait out completions that
@@ -260,7 +263,7 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 				       g_strerror(-ret));
 		return ret;
 	}
-	ret = redirect_write(job->fs, node->image, job->dest);
+	ret = job_redirect_write(job);
 	if (ret < 0) {
 		*why = g_strdup_printf("recording the switch: %s",
 				       g_strerror(-ret));
@@ -272,6 +275,24 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 	old = fault_backend_swap_inner(node->b, job->dst);
 	node->cow = !strcmp(job->format, "cow");
 	g_rw_lock_writer_unlock(&node->b_lock);
+	/* The lock follows the data: the node holds the destination's
+	 * now; the source's goes when the old backend is closed. */
+	g_mutex_lock(&job->fs->lock);
+	node->switches++;
+	job->old_lock = node->lock;
+	node->lock = job->dest_lock;
+	job->dest_lock = NULL;
+	node->dev = 0;
+	node->ino_served = 0;
+	if (node->lock) {
+		struct stat st;
+
+		if (fstat(node->lock->fd, &st) == 0) {
+			node->dev = (uint64_t)st.st_dev;
+			node->ino_served = (uint64_t)st.st_ino;
+		}
+	}
+	g_mutex_unlock(&job->fs->lock);
 	job->dst = old;			/* closed by the job's end */
 	/* From here on the node is the destination's; the engine must
 	 * not be reached by its completions any more (none runs: the node
@@ -312,6 +333,7 @@ static gpointer job_thread(gpointer opaque)
 	struct dioloop_node *node = job->node;
 	/* The destination serves the node after the switch: the mount's
 	 * flags apply to it as they did to the source. */
+	struct backend_file file = { .dirfd = -1 };
 	struct backend_open_args args = {
 		.path = job->dest,
 		.aio = job->fs->aio,
@@ -332,6 +354,13 @@ static gpointer job_thread(gpointer opaque)
 	if (ret < 0)
 		goto fail;
 	job->created = true;
+	ret = lock_dest(job, &why);
+	if (ret < 0)
+		goto fail;
+	if (job->dest_lock) {
+		file.fd = job->dest_lock->fd;
+		args.file = &file;
+	}
 	if (atomic_load(&job->cancel)) {
 		ret = -ECANCELED;
 		goto fail;
@@ -362,8 +391,12 @@ static gpointer job_thread(gpointer opaque)
 	if (ret == 0) {
 		job_set(job, JOB_SWITCHING, NULL);
 		dioloop_node_drain_begin(node);
+		/* From the redirect's write to the node's new identity, a
+		 * lookup must not take the node for a replaced one. */
+		dioloop_node_switch_begin(job->fs, node);
 		ret = migration_cancelled(m) ? -ECANCELED :
 					       job_switch(job, m, &why);
+		dioloop_node_switch_end(job->fs, node);
 		dioloop_node_drain_end(node);
 	}
 	if (ret < 0) {
@@ -379,6 +412,9 @@ static gpointer job_thread(gpointer opaque)
 	migration_free(m);
 	backend_close(job->dst);	/* the old source */
 	job->dst = NULL;
+	if (job->old_lock)
+		dioloop_image_lock_put(job->fs, job->old_lock);
+	job->old_lock = NULL;
 	if (job->remove_source && unlinkat(job->fs->source_fd, node->image,
 					   0) < 0)
 		g_warning("%s: removing the source after the switch: %s",
@@ -396,6 +432,9 @@ fail:
 		backend_close(job->dst);
 		job->dst = NULL;
 	}
+	if (job->dest_lock)
+		dioloop_image_lock_put(job->fs, job->dest_lock);
+	job->dest_lock = NULL;
 	if (job->created && strstr(job->dest, "://"))
 		nfs_image_remove(job->dest);
 	else if (job->created)

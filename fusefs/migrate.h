@@ -35,7 +35,7 @@
 
 #include "fusefs/fs.h"
 
-#define DIOLOOP_REDIRECT_SUFFIX ".dioloop-redirect"
+#include "fusefs/redirect.h"
 
 int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 			GString *reply);
@@ -50,14 +50,6 @@ void dioloop_node_changed(struct dioloop_node *node, uint64_t pos,
 			  uint64_t len);
 /* True while a migration of node runs (a resize must wait: EBUSY). */
 bool dioloop_node_migrating(struct dioloop_node *node);
-
-/* Where image (a name in the source directory) was migrated to: its
- * redirect's target (g_free it), or NULL. */
-char *dioloop_redirect_read(struct dioloop_fs *fs, const char *image);
-
-/* IMAGE when name is a redirect's file name (.IMAGE.dioloop-redirect),
- * else NULL; g_free it. */
-char *dioloop_redirected_name(const char *name);
 
 /* Cancel every running migration and wait for them (unmount). */
 void dioloop_migrations_stop(struct dioloop_fs *fs);

@@ -17,6 +17,7 @@
 #include "fusefs/imagelock.h"
 #include "fusefs/remote.h"
 #include "fusefs/migrate.h"
+#include "fusefs/source.h"
 #include "fusefs/spec.h"
 
 #define DIOLOOP_LOG_INTERVAL_US (10 * G_USEC_PER_SEC)
@@ -26,63 +27,46 @@ bool dioloop_is_image_name(const char *name)
 	return name[0] != '\0' && name[0] != '.' && !strchr(name, '/');
 }
 
-bool dioloop_resolves_inside(struct dioloop_fs *fs, const char *name)
-{
-	g_autofree char *path = g_build_filename(fs->source, name, NULL);
-	char *real = realpath(path, NULL);
-	size_t n = strlen(fs->source);
-	bool inside = real && strncmp(real, fs->source, n) == 0 &&
-		      real[n] == '/';
-
-	free(real);
-	return inside;
-}
-
 /*
- * Check that name is an image we may serve: a regular file, or a symlink
- * that resolves to one inside the source directory.  0, -ENOENT, or
- * -EACCES for a symlink that leaves the source (logged).
+ * What name serves, if it may be served as an image: 0 (served filled;
+ * for a remote source only its existence is known), -ENOENT, -EACCES for
+ * a name that resolves outside the source (logged), or -errno.
  */
 static int dioloop_check_image(struct dioloop_fs *fs, const char *name,
-			       struct stat *st)
+			       struct dioloop_served *served)
 {
-	struct stat lst;
-
+	memset(served, 0, sizeof(*served));
+	served->fd = -1;
 	if (!dioloop_is_image_name(name))
 		return -ENOENT;
-	if (fs->remote) {
-		/* The server lists regular files only: no symlinks. */
-		memset(st, 0, sizeof(*st));
+	if (fs->remote)		/* the server lists regular files only */
 		return dioloop_remote_has(fs->remote, name) ? 0 : -ENOENT;
-	}
-	if (fstatat(fs->source_fd, name, &lst, AT_SYMLINK_NOFOLLOW) < 0) {
-		int err = -errno;
-		g_autofree char *redirect = NULL;
-
-		/* Migrated with remove_source: the redirect is the image. */
-		if (err == -ENOENT &&
-		    (redirect = dioloop_redirect_read(fs, name)) &&
-		    g_path_is_absolute(redirect) && stat(redirect, st) == 0)
-			return S_ISREG(st->st_mode) ? 0 : -ENOENT;
-		return err;
-	}
-	if (S_ISLNK(lst.st_mode) && !dioloop_resolves_inside(fs, name)) {
-		dioloop_fs_log_error(fs, NULL, name, -EACCES);
-		return -EACCES;
-	}
-	if (fstatat(fs->source_fd, name, st, 0) < 0)
-		return -errno;
-	return S_ISREG(st->st_mode) ? 0 : -ENOENT;
+	return dioloop_source_resolve(fs, name, served);
 }
 
-/*
- * The image's lock, shared with the other nodes on the same file (a
- * symlink alias), or taken now.  0, -EBUSY when another process serves
- * the image (logged, naming it), or -errno.  Not under fs->lock.
- */
-static int dioloop_image_lock_get(struct dioloop_fs *fs, const char *name,
-				  const struct stat *st, bool *readonly,
-				  struct dioloop_image_lock **out)
+bool dioloop_image_servable(struct dioloop_fs *fs, const char *name)
+{
+	struct dioloop_served served;
+	int ret = dioloop_check_image(fs, name, &served);
+
+	dioloop_served_clear(&served);
+	return ret == 0;
+}
+
+/* Whether a lock taken for the image called owner (NULL: any name of
+ * the file) may be shared by a node of image. */
+static bool dioloop_image_lock_shares(const struct dioloop_image_lock *l,
+				      const char *owner)
+{
+	if (!l->owner || !owner)
+		return !l->owner && !owner;
+	return !strcmp(l->owner, owner);
+}
+
+int dioloop_image_lock_get(struct dioloop_fs *fs, const char *name,
+			   const char *owner, int fd_path,
+			   const struct stat *st, bool *readonly,
+			   struct dioloop_image_lock **out)
 {
 	g_autofree char *key = g_strdup_printf("%ju:%ju", (uintmax_t)st->st_dev,
 					       (uintmax_t)st->st_ino);
@@ -92,25 +76,33 @@ static int dioloop_image_lock_get(struct dioloop_fs *fs, const char *name,
 
 	g_mutex_lock(&fs->lock);
 	l = g_hash_table_lookup(fs->image_locks, key);
-	if (l)
+	if (l && dioloop_image_lock_shares(l, owner))
 		l->refs++;
+	else if (l)
+		holder = g_strdup_printf("this daemon, as the migration target of %s",
+					 l->owner ? l->owner : "another image");
 	g_mutex_unlock(&fs->lock);
-	if (l) {
+	if (l && !holder) {
 		*out = l;
 		return 0;
 	}
-	ret = dioloop_image_lock(fs->source_fd, name, readonly, &fd, &holder);
+	ret = holder ? -EBUSY :
+	      dioloop_image_lock(fd_path, name, readonly, &fd, &holder);
 	g_mutex_lock(&fs->lock);
 	/* An alias may have taken it meanwhile (then we conflicted with
 	 * ourselves): share that one. */
 	l = g_hash_table_lookup(fs->image_locks, key);
-	if (l) {
+	if (l && dioloop_image_lock_shares(l, owner)) {
 		l->refs++;
+	} else if (l) {
+		l = NULL;
+		ret = -EBUSY;
 	} else if (ret == 0) {
 		l = g_new0(struct dioloop_image_lock, 1);
 		l->key = g_steal_pointer(&key);
 		l->fd = fd;
 		l->refs = 1;
+		l->owner = g_strdup(owner);
 		g_hash_table_insert(fs->image_locks, l->key, l);
 		fd = -1;
 	}
@@ -126,14 +118,13 @@ static int dioloop_image_lock_get(struct dioloop_fs *fs, const char *name,
 
 		if (dioloop_fs_log_ratelimit(fs, lkey))
 			g_warning("%s: not served: the image is in use by %s",
-				  name, holder);
+				  name, holder ? holder : "this daemon");
 	}
 	return ret;
 }
 
-/* Drop a node's reference to its image lock. */
-static void dioloop_image_lock_put(struct dioloop_fs *fs,
-				   struct dioloop_image_lock *l)
+void dioloop_image_lock_put(struct dioloop_fs *fs,
+			    struct dioloop_image_lock *l)
 {
 	bool last;
 
@@ -149,6 +140,7 @@ static void dioloop_image_lock_put(struct dioloop_fs *fs,
 	if (!last)
 		return;
 	g_free(l->key);
+	g_free(l->owner);
 	g_free(l);
 }
 
@@ -207,7 +199,7 @@ struct dioloop_node_src {
 	const char *image;		/* the file in the source directory */
 	const char *volume;		/* NULL: the image's default volume */
 	bool snapshot;			/* a read-only volume */
-	struct stat st;			/* the image's */
+	struct dioloop_served served;	/* what image serves (local) */
 };
 
 /*
@@ -221,14 +213,18 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 				struct backend **b, bool *readonly, bool *cow,
 				struct dioloop_image_lock **lock)
 {
-	/* A remote image: its URL (no migration redirects there).  A
-	 * migrated image: its redirect's target, for its volumes too. */
-	g_autofree char *redirect = fs->remote ? NULL :
-				    dioloop_redirect_read(fs, src->image);
+	const struct dioloop_served *served = &src->served;
+	/* A remote image: its URL.  A migrated image: its destination, for
+	 * its volumes too.  Else the image, opened once beneath SOURCE
+	 * (the path is for messages). */
 	g_autofree char *path = fs->remote ?
 		dioloop_remote_image_url(fs->remote, src->image) :
-		redirect ? g_strdup(redirect) :
+		served->target ? g_strdup(served->target) :
 		g_build_filename(fs->source, src->image, NULL);
+	struct backend_file file = {
+		.dirfd = served->target ? -1 : fs->source_fd,
+		.name = src->image,
+	};
 	struct backend_open_args args = { .path = path, .aio = fs->aio,
 					  .volume = src->volume };
 	struct backend *image = NULL;
@@ -236,33 +232,29 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 	int ret;
 
 	*lock = NULL;
-	if (fs->remote) {
-		/* The server's permissions decide (the open below falls back
-		 * to read-only on EACCES); a local lock cannot see other
-		 * machines. */
+	if (served->fd < 0) {
+		/* A URL: the server's permissions decide (the open below
+		 * falls back to read-only on EACCES); a local lock cannot
+		 * see other machines. */
 		*readonly = fs->opts.readonly;
 	} else {
-		/* Migrated with remove_source: the redirect's target is the
-		 * image file (src->st is its stat). */
-		const char *file = redirect && g_path_is_absolute(redirect) &&
-				   faccessat(fs->source_fd, src->image, F_OK,
-					     AT_SYMLINK_NOFOLLOW) < 0 ?
-				   redirect : src->image;
-
-		/* The image's mode decides, for root too: a 0444 image is a
-		 * read-only disk, as the node's mode shows. */
-		*readonly = fs->opts.readonly || !(src->st.st_mode & 0222) ||
-			    faccessat(fs->source_fd, file, W_OK,
-				      AT_EACCESS) < 0;
+		/* The served file's mode decides, for root too: a 0444
+		 * image is a read-only disk, as the node's mode shows. */
+		*readonly = fs->opts.readonly || !(served->st.st_mode & 0222);
 		/* Before opening: opening may write (recovering an
 		 * extension).  The volumes of one image share its lock
-		 * (same dev:ino). */
-		ret = dioloop_image_lock_get(fs, file, &src->st, readonly,
+		 * (same dev:ino); a migration's destination belongs to its
+		 * image's name alone. */
+		ret = dioloop_image_lock_get(fs, src->image,
+					     served->target ? src->image : NULL,
+					     served->fd, &served->st, readonly,
 					     lock);
 		if (ret < 0)
 			return ret;
+		file.fd = (*lock)->fd;
+		args.file = &file;
 	}
-	type = src->volume ? "cow" : backend_probe(path);
+	type = src->volume ? "cow" : backend_probe_args(&args);
 	*cow = !strcmp(type, "cow");
 	args.flags = (*readonly ? BACKEND_OPEN_RDONLY : 0) |
 		     (fs->opts.growable ? BACKEND_OPEN_GROWABLE : 0) |
@@ -285,6 +277,7 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 	if (*cow && fs->opts.commit_ms >= 0)
 		cow_set_commit_interval(image, (unsigned int)fs->opts.commit_ms);
 	args.inner = image;
+	args.file = NULL;
 	ret = backend_open("fault", &args, b);
 	if (ret < 0) {
 		backend_close(image);
@@ -330,7 +323,7 @@ static int dioloop_node_resolve(struct dioloop_fs *fs, const char *name,
 				struct dioloop_node_src *src, char **image,
 				char **volume)
 {
-	int ret = dioloop_check_image(fs, name, &src->st);
+	int ret = dioloop_check_image(fs, name, &src->served);
 
 	*image = NULL;
 	*volume = NULL;
@@ -342,7 +335,7 @@ static int dioloop_node_resolve(struct dioloop_fs *fs, const char *name,
 	if (ret != -ENOENT || fs->remote ||
 	    !dioloop_volume_split(name, image, volume))
 		return ret;
-	ret = dioloop_check_image(fs, *image, &src->st);
+	ret = dioloop_check_image(fs, *image, &src->served);
 	if (ret < 0) {
 		g_clear_pointer(image, g_free);
 		g_clear_pointer(volume, g_free);
@@ -396,6 +389,8 @@ static struct dioloop_node *dioloop_node_new(struct dioloop_fs *fs,
 	node->cow = cow;
 	node->readonly = readonly;
 	node->lock = lock;
+	node->dev = (uint64_t)src->served.st.st_dev;
+	node->ino_served = (uint64_t)src->served.st.st_ino;
 	node->nlookup = 1;
 	g_rw_lock_init(&node->b_lock);
 	dioloop_throttle_init(&node->throttle, &fs->throttle, &fs->limits);
@@ -404,6 +399,58 @@ static struct dioloop_node *dioloop_node_new(struct dioloop_fs *fs,
 	g_hash_table_insert(fs->by_name, node->name, node);
 	g_hash_table_insert(fs->by_ino, GUINT_TO_POINTER(node->ino), node);
 	return node;
+}
+
+/* True if node serves another file than the one src resolved to (the
+ * image was replaced under its name).  fs->lock held. */
+static bool dioloop_node_replaced(struct dioloop_fs *fs,
+				  const struct dioloop_node *node,
+				  const struct dioloop_node_src *src)
+{
+	return !fs->remote && !node->switching &&
+	       (node->dev != (uint64_t)src->served.st.st_dev ||
+		node->ino_served != (uint64_t)src->served.st.st_ino);
+}
+
+void dioloop_node_switch_begin(struct dioloop_fs *fs,
+			       struct dioloop_node *node)
+{
+	g_mutex_lock(&fs->lock);
+	node->switching = true;
+	g_mutex_unlock(&fs->lock);
+}
+
+void dioloop_node_switch_end(struct dioloop_fs *fs, struct dioloop_node *node)
+{
+	g_mutex_lock(&fs->lock);
+	node->switching = false;
+	g_mutex_unlock(&fs->lock);
+}
+
+/* The switches of the node called name so far (0 when none). */
+static unsigned int dioloop_node_switches(struct dioloop_fs *fs,
+					  const char *name)
+{
+	struct dioloop_node *node;
+	unsigned int n;
+
+	g_mutex_lock(&fs->lock);
+	node = g_hash_table_lookup(fs->by_name, name);
+	n = node ? node->switches : 0;
+	g_mutex_unlock(&fs->lock);
+	return n;
+}
+
+/* Take node out of the name table because its name serves another file
+ * now; handles already open keep the old one.  fs->lock held; returns
+ * the node to free outside the lock, or NULL. */
+static struct dioloop_node *dioloop_node_retire(struct dioloop_fs *fs,
+						struct dioloop_node *node)
+{
+	g_message("%s: the image was replaced: new opens serve the new file, open handles keep the old one",
+		  node->name);
+	dioloop_node_mark_gone(fs, node);
+	return dioloop_node_unused(fs, node);
 }
 
 int dioloop_node_lookup(struct dioloop_fs *fs, const char *name,
@@ -415,11 +462,22 @@ int dioloop_node_lookup(struct dioloop_fs *fs, const char *name,
 	struct dioloop_node_src src;
 	struct backend *b = NULL;
 	bool readonly = false, cow = false;
+	unsigned int switches, retries = 0;
 	int ret;
 
+again:
+	switches = dioloop_node_switches(fs, name);
 	ret = dioloop_node_resolve(fs, name, &src, &image, &volume);
 	g_mutex_lock(&fs->lock);
 	node = g_hash_table_lookup(fs->by_name, name);
+	if (node && node->switches != switches && retries++ < 3) {
+		/* Resolved across a migration's switch: again. */
+		g_mutex_unlock(&fs->lock);
+		dioloop_served_clear(&src.served);
+		g_clear_pointer(&image, g_free);
+		g_clear_pointer(&volume, g_free);
+		goto again;
+	}
 	if (ret < 0) {
 		if (node) {
 			dioloop_node_mark_gone(fs, node);
@@ -430,25 +488,31 @@ int dioloop_node_lookup(struct dioloop_fs *fs, const char *name,
 			dioloop_node_free(fs, drop);
 		return ret == -EACCES ? -ENOENT : ret;
 	}
+	if (node && dioloop_node_replaced(fs, node, &src)) {
+		drop = dioloop_node_retire(fs, node);
+		node = NULL;
+	}
 	if (node) {
 		node->nlookup++;
 		g_mutex_unlock(&fs->lock);
 		*out = node;
-		return 0;
+		goto out_clear;
 	}
 	g_mutex_unlock(&fs->lock);
+	if (drop)
+		dioloop_node_free(fs, drop);
 
 	if (src.volume) {
 		ret = dioloop_volume_check(fs, &src);
 		if (ret < 0)
-			return ret;
+			goto out_clear;
 	}
 	/* Opening may recover a crashed extension: not under the lock. */
 	ret = dioloop_open_backend(fs, &src, &b, &readonly, &cow, &lock);
 	if (ret < 0) {
 		if (ret != -EBUSY)	/* logged with its holder */
 			dioloop_fs_log_error(fs, NULL, name, ret);
-		return ret;
+		goto out_clear;
 	}
 	g_mutex_lock(&fs->lock);
 	node = g_hash_table_lookup(fs->by_name, name);
@@ -460,12 +524,43 @@ int dioloop_node_lookup(struct dioloop_fs *fs, const char *name,
 		if (lock)
 			dioloop_image_lock_put(fs, lock);
 		*out = node;
-		return 0;
+		goto out_clear;
 	}
 	node = dioloop_node_new(fs, &src, b, readonly, cow, lock);
 	g_mutex_unlock(&fs->lock);
 	*out = node;
-	return 0;
+out_clear:
+	dioloop_served_clear(&src.served);
+	return ret;
+}
+
+int dioloop_node_check_current(struct dioloop_fs *fs,
+			       struct dioloop_node *node)
+{
+	g_autofree char *image = NULL, *volume = NULL;
+	struct dioloop_node *drop = NULL;
+	struct dioloop_node_src src;
+	unsigned int switches;
+	bool replaced;
+
+	if (fs->remote)
+		return 0;
+	g_mutex_lock(&fs->lock);
+	switches = node->switches;
+	g_mutex_unlock(&fs->lock);
+	if (dioloop_node_resolve(fs, node->name, &src, &image, &volume) < 0)
+		return 0;	/* gone: open handles and nodes live on */
+	g_mutex_lock(&fs->lock);
+	/* Resolved across a migration's switch: the node is current. */
+	replaced = node->switches == switches &&
+		   dioloop_node_replaced(fs, node, &src);
+	if (replaced && !node->gone)
+		drop = dioloop_node_retire(fs, node);
+	g_mutex_unlock(&fs->lock);
+	dioloop_served_clear(&src.served);
+	if (drop)
+		dioloop_node_free(fs, drop);
+	return replaced ? -ESTALE : 0;
 }
 
 struct dioloop_node *dioloop_node_get(struct dioloop_fs *fs, fuse_ino_t ino)
@@ -545,7 +640,9 @@ int dioloop_node_stat(struct dioloop_fs *fs, struct dioloop_node *node,
 	if (ret < 0)
 		return ret;
 	memset(st, 0, sizeof(*st));
-	if (!fs->remote && fstatat(fs->source_fd, node->image, &img, 0) == 0) {
+	/* The file served: its lock fd (a migration's destination after a
+	 * switch), never a name looked up again. */
+	if (node->lock && fstat(node->lock->fd, &img) == 0) {
 		st->st_mode = img.st_mode & 07777;
 		st->st_uid = img.st_uid;
 		st->st_gid = img.st_gid;

@@ -178,14 +178,19 @@ static void dioloop_op_setattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, EPERM);
 		return;
 	}
+	/* On the file served, through its open fd: a name looked up again
+	 * could be a symlink to anything by now. */
+	if ((to_set & ~FUSE_SET_ATTR_SIZE) && !node->lock) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	if ((to_set & FUSE_SET_ATTR_MODE) &&
-	    fchmodat(fs->source_fd, node->image, attr->st_mode & 07777, 0) < 0)
+	    fchmod(node->lock->fd, attr->st_mode & 07777) < 0)
 		ret = -errno;
 	if (!ret && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
-	    fchownat(fs->source_fd, node->image,
-		     (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1,
-		     (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1,
-		     0) < 0)
+	    fchown(node->lock->fd,
+		   (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1,
+		   (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1) < 0)
 		ret = -errno;
 	if (!ret && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
 		struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
@@ -199,7 +204,7 @@ static void dioloop_op_setattr(fuse_req_t req, fuse_ino_t ino,
 			ts[1].tv_nsec = UTIME_NOW;
 		else if (to_set & FUSE_SET_ATTR_MTIME)
 			ts[1] = attr->st_mtim;
-		if (utimensat(fs->source_fd, node->image, ts, 0) < 0)
+		if (futimens(node->lock->fd, ts) < 0)
 			ret = -errno;
 	}
 	if (ret < 0) {
@@ -251,7 +256,7 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 	}
 	names = g_ptr_array_new_with_free_func(g_free);
 	while ((de = readdir(dir))) {
-		struct stat st, lst;
+		struct stat st;
 		g_autofree char *moved = dioloop_redirected_name(de->d_name);
 
 		/* An image migrated away with remove_source: its redirect
@@ -259,19 +264,14 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 		if (moved && dioloop_is_image_name(moved) &&
 		    fstatat(fs->source_fd, moved, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
 		    errno == ENOENT) {
-			g_ptr_array_add(names, g_steal_pointer(&moved));
+			if (dioloop_image_servable(fs, moved))
+				g_ptr_array_add(names, g_steal_pointer(&moved));
 			continue;
 		}
-		if (!dioloop_is_image_name(de->d_name) ||
-		    fstatat(fs->source_fd, de->d_name, &st, 0) < 0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
-		/* Symlinks are listed only when they stay inside. */
-		if (fstatat(fs->source_fd, de->d_name, &lst,
-			    AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode) &&
-		    !dioloop_resolves_inside(fs, de->d_name))
-			continue;
-		g_ptr_array_add(names, g_strdup(de->d_name));
+		/* Listed as the lookup would serve it: a regular file
+		 * reached beneath the source (symlinks that stay inside). */
+		if (dioloop_image_servable(fs, de->d_name))
+			g_ptr_array_add(names, g_strdup(de->d_name));
 	}
 	closedir(dir);
 	/* And the other volumes of cow images, as IMAGE@VOLUME. */
@@ -332,6 +332,12 @@ static void dioloop_op_open(fuse_req_t req, fuse_ino_t ino,
 	}
 	if (!node) {
 		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
+		return;
+	}
+	/* The name serves another file now: the kernel looks it up again
+	 * (ESTALE makes it retry with a fresh lookup). */
+	if (dioloop_node_check_current(fs, node) < 0) {
+		fuse_reply_err(req, ESTALE);
 		return;
 	}
 	if (node->readonly && (fi->flags & O_ACCMODE) != O_RDONLY) {

@@ -130,7 +130,7 @@ int orphan_init(struct orphan *o, const char *image_path,
 		return -errno;
 	o->dev = (uint64_t)st.st_dev;
 	o->ino = (uint64_t)st.st_ino;
-	if (file)
+	if (file && file->dirfd >= 0)
 		o->dirfd = fcntl(file->dirfd, F_DUPFD_CLOEXEC, 0);
 	else
 		o->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -141,7 +141,7 @@ int orphan_init(struct orphan *o, const char *image_path,
 			  g_strerror(-err));
 		return err;
 	}
-	o->name = g_strconcat(".", file ? file->name : base,
+	o->name = g_strconcat(".", file && file->dirfd >= 0 ? file->name : base,
 			      ORPHAN_RECORD_SUFFIX, NULL);
 	o->tmp_name = g_strconcat(o->name, ".tmp", NULL);
 	return 0;

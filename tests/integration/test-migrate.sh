@@ -61,7 +61,7 @@ it_show "$IT_TMP/last.out" 3
 expect_eq "a.img reads the same after the switch" "$sha_before" "$(sha "$MNT/a.img")"
 expect_same_bytes "the source is untouched" "$SRC/a.img" "$MNT/a.img"
 expect_eq "the redirect names the destination" "$DST/a.cow" \
-	"$(cat "$SRC/.a.img.dioloop-redirect" 2>&1)"
+	"$(sed -n 's/^path //p' "$SRC/.a.img.dioloop-redirect" 2>&1)"
 expect_eq "a.img is served by the cow backend now" cow \
 	"$(node_format a.img)"
 mapped=$(info_json "$DST/a.cow" | jq -r '[.volumes[] | .mapped_blocks] | add' 2>&1)

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/* The redirect of a migrated image, read as hostile (redirect.h). */
+#include "fusefs/redirect.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/sidecar.h"
+#include "fusefs/fs.h"
+
+#define REDIRECT_HEADER "dioloop-redirect 2"
+
+static char *redirect_name(const char *image)
+{
+	return g_strdup_printf(".%s%s", image, DIOLOOP_REDIRECT_SUFFIX);
+}
+
+char *dioloop_redirected_name(const char *name)
+{
+	size_t n = strlen(name), s = strlen(DIOLOOP_REDIRECT_SUFFIX);
+
+	if (n <= s + 1 || name[0] != '.' ||
+	    strcmp(name + n - s, DIOLOOP_REDIRECT_SUFFIX))
+		return NULL;
+	return g_strndup(name + 1, n - s - 1);
+}
+
+/* "KEY DEV INO": 0 or -EBADMSG. */
+static int parse_devino(const char *line, const char *key, uint64_t *dev,
+			uint64_t *ino)
+{
+	size_t k = strlen(key);
+	const char *p = line + k + 1;
+	char *end;
+
+	if (strncmp(line, key, k) || line[k] != ' ' || !g_ascii_isdigit(*p))
+		return -EBADMSG;
+	errno = 0;
+	*dev = g_ascii_strtoull(p, &end, 10);
+	if (errno || *end != ' ' || !g_ascii_isdigit(end[1]))
+		return -EBADMSG;
+	p = end + 1;
+	*ino = g_ascii_strtoull(p, &end, 10);
+	return errno || *end ? -EBADMSG : 0;
+}
+
+/* The path must be absolute and plain, or an nfs:// URL, one line. */
+static bool path_valid(const char *path)
+{
+	size_t i;
+
+	if (path[0] != '/' && g_ascii_strncasecmp(path, "nfs://", 6))
+		return false;
+	for (i = 0; path[i]; i++)
+		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
+			return false;
+	return i > 1;
+}
+
+int dioloop_redirect_parse(const char *text, struct dioloop_redirect *r)
+{
+	g_auto(GStrv) lines = NULL;
+
+	memset(r, 0, sizeof(*r));
+	if (!g_str_has_suffix(text, "\n"))
+		return -EBADMSG;
+	lines = g_strsplit(text, "\n", -1);
+	/* Four lines and the empty string after the last newline. */
+	if (g_strv_length(lines) != 5 || lines[4][0] ||
+	    strcmp(lines[0], REDIRECT_HEADER) ||
+	    parse_devino(lines[1], "image", &r->image_dev, &r->image_ino) ||
+	    parse_devino(lines[2], "target", &r->target_dev,
+			 &r->target_ino) ||
+	    strncmp(lines[3], "path ", 5) || !path_valid(lines[3] + 5))
+		return -EBADMSG;
+	/* A file target names its inode; a URL has none. */
+	if ((lines[3][5] == '/') != (r->target_dev || r->target_ino))
+		return -EBADMSG;
+	r->path = g_strdup(lines[3] + 5);
+	return 0;
+}
+
+char *dioloop_redirect_format(const struct dioloop_redirect *r)
+{
+	return g_strdup_printf(REDIRECT_HEADER "\nimage %" PRIu64 " %" PRIu64
+			       "\ntarget %" PRIu64 " %" PRIu64 "\npath %s\n",
+			       r->image_dev, r->image_ino, r->target_dev,
+			       r->target_ino, r->path);
+}
+
+void dioloop_redirect_clear(struct dioloop_redirect *r)
+{
+	g_free(r->path);
+	memset(r, 0, sizeof(*r));
+}
+
+int dioloop_redirect_read(struct dioloop_fs *fs, const char *image,
+			  struct dioloop_redirect *r)
+{
+	g_autofree char *name = redirect_name(image);
+	g_autofree char *key = NULL;
+	char buf[DIOLOOP_REDIRECT_MAX + 1];
+	const char *why = NULL;
+	ssize_t n;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	n = sidecar_read(fs->source_fd, name, buf, sizeof(buf), &why);
+	if (n == -ENOENT)
+		return -ENOENT;
+	if (n < 0)
+		ret = (int)n;
+	else if ((size_t)n >= DIOLOOP_REDIRECT_MAX)
+		ret = -EBADMSG;
+	else
+		ret = dioloop_redirect_parse(buf, r);
+	if (ret == 0)
+		return 0;
+	key = g_strdup_printf("redirect\n%s", image);
+	if (dioloop_fs_log_ratelimit(fs, key))
+		g_warning("%s: redirect %s ignored: %s", image, name,
+			  why ? why : ret == -EBADMSG ?
+			  "not a redirect this daemon wrote" :
+			  g_strerror(-ret));
+	return ret == -ENOENT ? -EPERM : ret;
+}
+
+int dioloop_redirect_write(struct dioloop_fs *fs, const char *image,
+			   const struct dioloop_redirect *r)
+{
+	g_autofree char *name = redirect_name(image);
+	g_autofree char *text = dioloop_redirect_format(r);
+
+	return sidecar_replace(fs->source_fd, name, text, strlen(text));
+}
