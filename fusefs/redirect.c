@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The redirect of a migrated image, read as hostile (redirect.h). */
+/* The redirect of a migrated image: its names and its format, parsed as
+ * hostile (redirect.h).  Pure: the reading and writing is in source.c. */
 #include "fusefs/redirect.h"
 
 #include <errno.h>
@@ -8,12 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/sidecar.h"
-#include "fusefs/fs.h"
 
 #define REDIRECT_HEADER "dioloop-redirect 2"
 
-static char *redirect_name(const char *image)
+char *dioloop_redirect_name(const char *image)
 {
 	return g_strdup_printf(".%s%s", image, DIOLOOP_REDIRECT_SUFFIX);
 }
@@ -95,44 +94,4 @@ void dioloop_redirect_clear(struct dioloop_redirect *r)
 {
 	g_free(r->path);
 	memset(r, 0, sizeof(*r));
-}
-
-int dioloop_redirect_read(struct dioloop_fs *fs, const char *image,
-			  struct dioloop_redirect *r)
-{
-	g_autofree char *name = redirect_name(image);
-	g_autofree char *key = NULL;
-	char buf[DIOLOOP_REDIRECT_MAX + 1];
-	const char *why = NULL;
-	ssize_t n;
-	int ret;
-
-	memset(r, 0, sizeof(*r));
-	n = sidecar_read(fs->source_fd, name, buf, sizeof(buf), &why);
-	if (n == -ENOENT)
-		return -ENOENT;
-	if (n < 0)
-		ret = (int)n;
-	else if ((size_t)n >= DIOLOOP_REDIRECT_MAX)
-		ret = -EBADMSG;
-	else
-		ret = dioloop_redirect_parse(buf, r);
-	if (ret == 0)
-		return 0;
-	key = g_strdup_printf("redirect\n%s", image);
-	if (dioloop_fs_log_ratelimit(fs, key))
-		g_warning("%s: redirect %s ignored: %s", image, name,
-			  why ? why : ret == -EBADMSG ?
-			  "not a redirect this daemon wrote" :
-			  g_strerror(-ret));
-	return ret == -ENOENT ? -EPERM : ret;
-}
-
-int dioloop_redirect_write(struct dioloop_fs *fs, const char *image,
-			   const struct dioloop_redirect *r)
-{
-	g_autofree char *name = redirect_name(image);
-	g_autofree char *text = dioloop_redirect_format(r);
-
-	return sidecar_replace(fs->source_fd, name, text, strlen(text));
 }

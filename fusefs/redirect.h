@@ -42,7 +42,10 @@ int dioloop_redirect_parse(const char *text, struct dioloop_redirect *r);
 char *dioloop_redirect_format(const struct dioloop_redirect *r);
 void dioloop_redirect_clear(struct dioloop_redirect *r);
 
-/* Read image's redirect: 0 (r filled), -ENOENT when there is none, or
+/* The name of image's redirect file (g_free it). */
+char *dioloop_redirect_name(const char *image);
+
+/* source.c: read image's redirect: 0 (r filled), -ENOENT when there is none, or
  * -EPERM / -EBADMSG for one we must not believe (logged, rate-limited). */
 int dioloop_redirect_read(struct dioloop_fs *fs, const char *image,
 			  struct dioloop_redirect *r);

@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backends/sidecar.h"
 #include "fusefs/fs.h"
 #include "fusefs/redirect.h"
 
@@ -110,6 +111,46 @@ void dioloop_served_clear(struct dioloop_served *s)
 	g_free(s->target);
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
+}
+
+int dioloop_redirect_read(struct dioloop_fs *fs, const char *image,
+			  struct dioloop_redirect *r)
+{
+	g_autofree char *name = dioloop_redirect_name(image);
+	g_autofree char *key = NULL;
+	char buf[DIOLOOP_REDIRECT_MAX + 1];
+	const char *why = NULL;
+	ssize_t n;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	n = sidecar_read(fs->source_fd, name, buf, sizeof(buf), &why);
+	if (n == -ENOENT)
+		return -ENOENT;
+	if (n < 0)
+		ret = (int)n;
+	else if ((size_t)n >= DIOLOOP_REDIRECT_MAX)
+		ret = -EBADMSG;
+	else
+		ret = dioloop_redirect_parse(buf, r);
+	if (ret == 0)
+		return 0;
+	key = g_strdup_printf("redirect\n%s", image);
+	if (dioloop_fs_log_ratelimit(fs, key))
+		g_warning("%s: redirect %s ignored: %s", image, name,
+			  why ? why : ret == -EBADMSG ?
+			  "not a redirect this daemon wrote" :
+			  g_strerror(-ret));
+	return ret == -ENOENT ? -EPERM : ret;
+}
+
+int dioloop_redirect_write(struct dioloop_fs *fs, const char *image,
+			   const struct dioloop_redirect *r)
+{
+	g_autofree char *name = dioloop_redirect_name(image);
+	g_autofree char *text = dioloop_redirect_format(r);
+
+	return sidecar_replace(fs->source_fd, name, text, strlen(text));
 }
 
 /* Log, at most every 10 s per image and kind, why a redirect is not
