@@ -142,17 +142,7 @@ static bool is_cow_snapshot(struct backend *b, const char *volume)
 static int lock_path(const char *path, bool readonly, int *fd,
 		     char **holder)
 {
-	g_autofree char *dir = g_path_get_dirname(path);
-	g_autofree char *name = g_path_get_basename(path);
-	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret;
-
-	*fd = -1;
-	*holder = NULL;
-	if (dirfd < 0)
-		return -errno;
-	ret = dioloop_image_lock(dirfd, name, &readonly, fd, holder);
-	close(dirfd);
-	return ret;
+	return dioloop_image_lock_path(path, &readonly, fd, holder);
 }
 
 /* Open SRC read-only under a read lock (a cow snapshot also without

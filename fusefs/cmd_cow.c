@@ -52,20 +52,10 @@ static bool resolve(const char *cmd, const char *arg,
 static int lock_image(const char *cmd, const struct dioloop_image_ref *ref,
 		      bool readonly, int *lock_fd)
 {
-	g_autofree char *dir = g_path_get_dirname(ref->image);
-	g_autofree char *name = g_path_get_basename(ref->image);
 	g_autofree char *holder = NULL;
-	int dirfd, ret;
+	int ret;
 
-	*lock_fd = -1;
-	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0) {
-		ret = -errno;
-		dioloop_err("%s: %s: %s", cmd, dir, g_strerror(-ret));
-		return ret;
-	}
-	ret = dioloop_image_lock(dirfd, name, &readonly, lock_fd, &holder);
-	close(dirfd);
+	ret = dioloop_image_lock_path(ref->image, &readonly, lock_fd, &holder);
 	if (ret == -EBUSY)
 		dioloop_err("%s: %s is in use by %s", cmd, ref->image, holder);
 	else if (ret < 0)

@@ -153,3 +153,18 @@ int dioloop_image_lock(int path_fd, const char *name, bool *readonly,
 	close(fd);
 	return -EBUSY;
 }
+
+/* Take the lock of the image at path (a command on a local file). */
+int dioloop_image_lock_path(const char *path, bool *readonly, int *fd_out,
+			    char **holder)
+{
+	int fd = open(path, O_PATH | O_CLOEXEC), ret;
+
+	*fd_out = -1;
+	*holder = NULL;
+	if (fd < 0)
+		return -errno;
+	ret = dioloop_image_lock(fd, path, readonly, fd_out, holder);
+	close(fd);
+	return ret;
+}

@@ -17,4 +17,7 @@
 int dioloop_image_lock(int path_fd, const char *name, bool *readonly, int *fd,
 		       char **holder);
 
+/* The same for the image at path (commands on files they were named). */
+int dioloop_image_lock_path(const char *path, bool *readonly, int *fd,
+			    char **holder);
 #endif
