@@ -56,6 +56,18 @@ int backend_check_range(const struct backend *b, uint64_t pos, uint64_t len)
 	return backend_range_within(pos, len, b->limits.max_size);
 }
 
+/* backend_check_range for a write: past the end of an image that cannot
+ * grow, -ENOSPC (a block device's answer) instead of -EFBIG. */
+static int backend_check_write(const struct backend *b, uint64_t pos,
+			       uint64_t len)
+{
+	int ret = backend_check_range(b, pos, len);
+
+	if (ret == -EFBIG && !(b->flags & BACKEND_OPEN_GROWABLE))
+		ret = -ENOSPC;
+	return ret;
+}
+
 /* Open an image with the named backend.  Control thread. */
 int backend_open(const char *type, const struct backend_open_args *args,
 		 struct backend **out)
@@ -117,12 +129,8 @@ ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 	if (!iov_iter_is_bvec(iocb->ki_iter))
 		return -EINVAL;
 	if (iocb->ki_rw == DIOLOOP_WRITE) {
-		ret = backend_check_range(b, iocb->ki_pos,
+		ret = backend_check_write(b, iocb->ki_pos,
 					  iov_iter_count(iocb->ki_iter));
-		/* Past the end of an image that cannot grow: a block
-		 * device's answer. */
-		if (ret == -EFBIG && !(b->flags & BACKEND_OPEN_GROWABLE))
-			ret = -ENOSPC;
 		if (ret < 0)
 			return ret;
 	}
@@ -387,8 +395,15 @@ static ssize_t backend_rw_buf(struct backend *b, int rw, void *buf,
 
 	if (len == 0)
 		return 0;
-	if (len > SSIZE_MAX || pos > INT64_MAX || len > INT64_MAX - pos)
+	if (len > SSIZE_MAX || pos > INT64_MAX)
 		return -EINVAL;
+	/* A write is checked whole, before its first piece goes. */
+	if (rw == DIOLOOP_WRITE)
+		ret = backend_check_write(b, pos, len);
+	else if (len > INT64_MAX - pos)
+		ret = -EINVAL;
+	if (ret < 0)
+		return ret;
 	bounce_len = len < BACKEND_CHUNK ? len : BACKEND_CHUNK;
 	bounce_len = (bounce_len + DIOLOOP_PAGE_SIZE - 1) &
 		     ~(DIOLOOP_PAGE_SIZE - 1);

@@ -720,6 +720,7 @@ static void check_write_bounds(uint64_t max)
 	struct backend *b = open_spy(max, BACKEND_OPEN_GROWABLE);
 	struct backend *fixed = open_spy(max, 0);
 	bool all = max == OFF_MAX;
+	char *big = g_malloc0(2 << 20);
 
 	EXPECT_OP(b, "write ending at max", spy_write(b, max - 4096, 4096),
 		  4096, true);
@@ -740,12 +741,17 @@ static void check_write_bounds(uint64_t max)
 		  spy_write(b, OFF_MAX + 1, 4096), -EINVAL, false);
 	EXPECT_OP(b, "write whose end wraps 2^64",
 		  spy_write(b, UINT64_MAX - 100, 8192), -EINVAL, false);
+	EXPECT_OP(b, "pwrite of 2 MiB whose second MiB is past max: "
+		  "refused whole", backend_pwrite(b, big, 2 << 20,
+						  max - (1 << 20)),
+		  -EFBIG, false);
 	EXPECT_OP(fixed, "not growable: write across 2^63",
 		  spy_write(fixed, OFF_MAX - 1, 4096), -ENOSPC, false);
 	EXPECT_OP(fixed, "not growable: write at 2^63",
 		  spy_write(fixed, OFF_MAX + 1, 4096), -EINVAL, false);
 	backend_close(b);
 	backend_close(fixed);
+	g_free(big);
 }
 
 START_TEST(test_backend_write_past_max_size_is_refused)
