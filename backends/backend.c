@@ -56,10 +56,7 @@ int backend_check_range(const struct backend *b, uint64_t pos, uint64_t len)
 	return backend_range_within(pos, len, b->limits.max_size);
 }
 
-/* backend_check_range for a write: past the end of an image that cannot
- * grow, -ENOSPC (a block device's answer) instead of -EFBIG. */
-static int backend_check_write(const struct backend *b, uint64_t pos,
-			       uint64_t len)
+int backend_check_write(const struct backend *b, uint64_t pos, uint64_t len)
 {
 	int ret = backend_check_range(b, pos, len);
 

@@ -231,6 +231,10 @@ void backend_close(struct backend *b);
  * off_t); -EFBIG when the end is past b->limits.max_size.  Never
  * overflows.  Any thread. */
 int backend_check_range(const struct backend *b, uint64_t pos, uint64_t len);
+/* backend_check_range for a write of len bytes at pos: past the end of an
+ * image that cannot grow, -ENOSPC (a block device's answer) instead of
+ * -EFBIG. */
+int backend_check_write(const struct backend *b, uint64_t pos, uint64_t len);
 
 /* The core's entry points: call the op or apply the documented default. */
 int64_t backend_get_size(struct backend *b);

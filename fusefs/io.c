@@ -395,9 +395,7 @@ static ssize_t dioloop_copy(struct dioloop_node *in, uint64_t off_in,
 	len = MIN(len, (uint64_t)size_in - off_in);
 	/* All of the target range is checked before any of it is
 	 * written. */
-	ret = backend_check_range(out->b, off_out, len);
-	if (ret == -EFBIG && !(out->b->flags & BACKEND_OPEN_GROWABLE))
-		ret = -ENOSPC;
+	ret = backend_check_write(out->b, off_out, len);
 	if (ret < 0)
 		return ret;
 	size_out = backend_get_size(out->b);
