@@ -8,6 +8,11 @@
  * here to the image's size, so backends see only end <= size (backend.h).
  * A range starting at or past the end is a no-op (0 bytes), except for
  * map, where it is -ENXIO (lseek's answer past EOF).
+ *
+ * Sizes: before anything changes, a write, a new size and a clone's
+ * target are checked against limits.max_size (backend_check_range), and
+ * every range against the largest off_t, so no sum below can overflow
+ * and no backend is asked to reach a size it cannot hold.
  */
 #include "backends/backend.h"
 
@@ -24,6 +29,45 @@
  * write_zeroes) move with one direct_IO_bvec call; pieces never cross a
  * multiple of it, so an aligned request stays aligned piece by piece. */
 #define BACKEND_CHUNK ((size_t)1 << 20)
+
+/* limits->max_size as backend.h says: the backend's, at most INT64_MAX,
+ * or by default INT64_MAX rounded down to request_alignment. */
+static void backend_set_max_size(struct backend_limits *limits)
+{
+	uint64_t align = limits->request_alignment;
+
+	if (limits->max_size && limits->max_size <= INT64_MAX)
+		return;
+	limits->max_size = INT64_MAX;
+	if (align > 1 && !(align & (align - 1)))
+		limits->max_size &= ~(align - 1);
+}
+
+/* Is [pos, pos + len) inside [0, max]?  0, -EINVAL or -EFBIG. */
+static int backend_range_within(uint64_t pos, uint64_t len, uint64_t max)
+{
+	uint64_t end;
+
+	if (pos > INT64_MAX || len > INT64_MAX)
+		return -EINVAL;
+	if (__builtin_add_overflow(pos, len, &end) || end > max)
+		return -EFBIG;
+	return 0;
+}
+
+int backend_check_range(const struct backend *b, uint64_t pos, uint64_t len)
+{
+	return backend_range_within(pos, len, b->limits.max_size);
+}
+
+int backend_check_write(const struct backend *b, uint64_t pos, uint64_t len)
+{
+	int ret = backend_check_range(b, pos, len);
+
+	if (ret == -EFBIG && !(b->flags & BACKEND_OPEN_GROWABLE))
+		ret = -ENOSPC;
+	return ret;
+}
 
 /* Open an image with the named backend.  Control thread. */
 int backend_open(const char *type, const struct backend_open_args *args,
@@ -50,6 +94,7 @@ int backend_open(const char *type, const struct backend_open_args *args,
 		g_free(b);
 		return ret;
 	}
+	backend_set_max_size(&b->limits);
 	*out = b;
 	return 0;
 }
@@ -116,6 +161,8 @@ int64_t backend_get_size(struct backend *b)
 /* Checked entry to the op: any thread (see backend.h). */
 ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 {
+	int ret;
+
 	if (iocb->ki_rw != DIOLOOP_READ && iocb->ki_rw != DIOLOOP_WRITE)
 		return -EINVAL;
 	if (iocb->ki_rw == DIOLOOP_WRITE && (b->flags & BACKEND_OPEN_RDONLY))
@@ -124,6 +171,12 @@ ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 		return 0;
 	if (!iov_iter_is_bvec(iocb->ki_iter))
 		return -EINVAL;
+	if (iocb->ki_rw == DIOLOOP_WRITE) {
+		ret = backend_check_write(b, iocb->ki_pos,
+					  iov_iter_count(iocb->ki_iter));
+		if (ret < 0)
+			return ret;
+	}
 	return b->ops->direct_IO_bvec(b, iocb);
 }
 
@@ -161,6 +214,10 @@ int backend_discard(struct backend *b, uint64_t pos, uint64_t len)
 
 	if (b->flags & BACKEND_OPEN_RDONLY)
 		return -EROFS;
+	/* Clamped to the size below, so only the off_t range applies. */
+	err = backend_range_within(pos, len, INT64_MAX);
+	if (err < 0)
+		return err;
 	if (!backend_clamp(b, pos, &len, &err))
 		return err;
 	if (!b->ops->discard)
@@ -256,6 +313,10 @@ int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 
 	if (b->flags & BACKEND_OPEN_RDONLY)
 		return -EROFS;
+	/* Clamped to the size below, so only the off_t range applies. */
+	err = backend_range_within(pos, len, INT64_MAX);
+	if (err < 0)
+		return err;
 	if (!backend_clamp(b, pos, &len, &err))
 		return err;
 	if (!b->ops->write_zeroes)
@@ -266,12 +327,15 @@ int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 /* Change the logical size.  Worker thread, no direct I/O in flight. */
 int backend_resize(struct backend *b, uint64_t size)
 {
+	int ret;
+
 	if (!b->ops->resize)
 		return -EOPNOTSUPP;
 	if (b->flags & BACKEND_OPEN_RDONLY)
 		return -EROFS;
-	if (size > INT64_MAX)
-		return -EFBIG;
+	ret = backend_check_range(b, 0, size);
+	if (ret < 0)
+		return ret;
 	return b->ops->resize(b, size);
 }
 
@@ -328,6 +392,13 @@ ssize_t backend_clone_range(struct backend *src, uint64_t src_pos,
 		return -EXDEV;
 	if (dst->flags & BACKEND_OPEN_RDONLY)
 		return -EROFS;
+	/* Nonsense in the source is -EINVAL; a target past its largest
+	 * size -EFBIG, even where the clamp would shorten it. */
+	if (backend_range_within(src_pos, len, INT64_MAX) < 0)
+		return -EINVAL;
+	err = backend_check_range(dst, dst_pos, len);
+	if (err < 0)
+		return err;
 	if (!backend_clamp(src, src_pos, &len, &err) ||
 	    !backend_clamp(dst, dst_pos, &len, &err))
 		return err;
@@ -367,8 +438,15 @@ static ssize_t backend_rw_buf(struct backend *b, int rw, void *buf,
 
 	if (len == 0)
 		return 0;
-	if (len > SSIZE_MAX || pos > INT64_MAX || len > INT64_MAX - pos)
+	if (len > SSIZE_MAX || pos > INT64_MAX)
 		return -EINVAL;
+	/* A write is checked whole, before its first piece goes. */
+	if (rw == DIOLOOP_WRITE)
+		ret = backend_check_write(b, pos, len);
+	else if (len > INT64_MAX - pos)
+		ret = -EINVAL;
+	if (ret < 0)
+		return ret;
 	bounce_len = len < BACKEND_CHUNK ? len : BACKEND_CHUNK;
 	bounce_len = (bounce_len + DIOLOOP_PAGE_SIZE - 1) &
 		     ~(DIOLOOP_PAGE_SIZE - 1);

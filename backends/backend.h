@@ -23,6 +23,10 @@
  *    the same backend (the core drains first).
  *  - Offsets and lengths given to discard, write_zeroes and clone_range are
  *    inside the image (end <= size); the core clamps before calling.
+ *  - Nothing past limits.max_size reaches an op: a write's end, a new size
+ *    and a clone's target end are <= max_size (the core answers -EFBIG,
+ *    or -ENOSPC for a write to an image that is not growable), and no
+ *    offset or length is above INT64_MAX (-EINVAL).
  *
  * A NULL optional op gets the core's default (backend_* wrappers below):
  *   flush        nothing is cached: 0
@@ -83,6 +87,11 @@ struct backend_limits {
 	uint32_t block_size;		/* preferred I/O size (st_blksize) */
 	uint32_t max_transfer;		/* largest single I/O in bytes */
 	uint32_t max_segs;		/* most iovecs in one I/O */
+	/* The largest size the image can have, and so the largest end of
+	 * any write: what the format can address and its host can store,
+	 * <= INT64_MAX.  Left 0 by open: the core sets INT64_MAX rounded
+	 * down to request_alignment. */
+	uint64_t max_size;
 };
 
 enum backend_open_flags {
@@ -240,6 +249,16 @@ int backend_ops_check(const struct backend_ops *ops);
 int backend_open(const char *type, const struct backend_open_args *args,
 		 struct backend **out);
 void backend_close(struct backend *b);
+
+/* Can [pos, pos + len) be written, as a write or a new size (pos 0, len
+ * the size)?  0; -EINVAL for pos or len above INT64_MAX (a negative
+ * off_t); -EFBIG when the end is past b->limits.max_size.  Never
+ * overflows.  Any thread. */
+int backend_check_range(const struct backend *b, uint64_t pos, uint64_t len);
+/* backend_check_range for a write of len bytes at pos: past the end of an
+ * image that cannot grow, -ENOSPC (a block device's answer) instead of
+ * -EFBIG. */
+int backend_check_write(const struct backend *b, uint64_t pos, uint64_t len);
 
 /* The core's entry points: call the op or apply the documented default. */
 int64_t backend_get_size(struct backend *b);

@@ -287,6 +287,9 @@ void dioloop_do_copy_file_range(fuse_req_t req, struct dioloop_node *in,
 				off_t off_out, size_t len);
 void dioloop_do_truncate(fuse_req_t req, struct dioloop_node *node,
 			 off_t size, struct stat *attr, int to_set);
+/* May node be truncated to size?  0, or the error a truncate gives for
+ * it (-EINVAL, -EROFS, -EPERM, -EFBIG), known before anything changes. */
+int dioloop_truncate_check(struct dioloop_node *node, off_t size);
 /* Start/stop the worker pool used by the blocking ops. */
 int dioloop_io_start(struct dioloop_fs *fs);
 void dioloop_io_stop(struct dioloop_fs *fs);

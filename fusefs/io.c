@@ -393,6 +393,11 @@ static ssize_t dioloop_copy(struct dioloop_node *in, uint64_t off_in,
 	if (off_in >= (uint64_t)size_in)
 		return 0;
 	len = MIN(len, (uint64_t)size_in - off_in);
+	/* All of the target range is checked before any of it is
+	 * written. */
+	ret = backend_check_write(out->b, off_out, len);
+	if (ret < 0)
+		return ret;
 	size_out = backend_get_size(out->b);
 	/* A clone stays inside the target (the core clamps it there); what
 	 * reaches past its end is a write: the copy says ENOSPC, or grows a
@@ -509,12 +514,10 @@ static void dioloop_work_run(gpointer data, gpointer user)
 			fuse_reply_write(w->req, (size_t)n);
 		break;
 	case WORK_TRUNCATE:
-		ret = -EPERM;
-		if (w->node->readonly)
-			ret = -EROFS;
-		else if (dioloop_node_migrating(w->node))
+		ret = dioloop_truncate_check(w->node, w->off);
+		if (ret == 0 && dioloop_node_migrating(w->node))
 			ret = -EBUSY;
-		else if (w->node->b->flags & BACKEND_OPEN_GROWABLE) {
+		if (ret == 0) {
 			dioloop_node_drain_begin(w->node);
 			ret = backend_resize(w->node->b, (uint64_t)w->off);
 			dioloop_node_drain_end(w->node);
@@ -557,6 +560,11 @@ void dioloop_do_fallocate(fuse_req_t req, struct dioloop_node *node, int mode,
 
 	if (off < 0 || len <= 0) {
 		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	/* Past the largest off_t: the kernel's answer for a file. */
+	if (len > INT64_MAX - off) {
+		fuse_reply_err(req, EFBIG);
 		return;
 	}
 	w = dioloop_work_new(WORK_FALLOCATE, req, node);
@@ -602,13 +610,25 @@ void dioloop_do_copy_file_range(fuse_req_t req, struct dioloop_node *in,
 	dioloop_queue_work(w);
 }
 
+int dioloop_truncate_check(struct dioloop_node *node, off_t size)
+{
+	if (size < 0)
+		return -EINVAL;
+	if (node->readonly)
+		return -EROFS;
+	if (!(node->b->flags & BACKEND_OPEN_GROWABLE))
+		return -EPERM;
+	return backend_check_range(node->b, 0, (uint64_t)size);
+}
+
 void dioloop_do_truncate(fuse_req_t req, struct dioloop_node *node,
 			 off_t size, struct stat *attr, int to_set)
 {
 	struct dioloop_work *w;
+	int ret = dioloop_truncate_check(node, size);
 
-	if (size < 0) {
-		fuse_reply_err(req, EINVAL);
+	if (ret < 0) {
+		fuse_reply_err(req, -ret);
 		return;
 	}
 	w = dioloop_work_new(WORK_TRUNCATE, req, node);

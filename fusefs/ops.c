@@ -184,6 +184,14 @@ static void dioloop_op_setattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, EPERM);
 		return;
 	}
+	/* A size that cannot be set changes nothing else either. */
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		ret = dioloop_truncate_check(node, attr->st_size);
+		if (ret < 0) {
+			fuse_reply_err(req, -ret);
+			return;
+		}
+	}
 	if ((to_set & FUSE_SET_ATTR_MODE) &&
 	    fchmod(node->lock->fd, attr->st_mode & 07777) < 0)
 		ret = -errno;

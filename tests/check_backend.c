@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <glib.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -573,6 +574,309 @@ START_TEST(test_backend_peek_poke_bounds)
 }
 END_TEST
 
+/* ---- sizes: the core checks every range before the op sees it ---- */
+
+#define SPY_SIZE (UINT64_C(1) << 20)
+#define OFF_MAX ((uint64_t)INT64_MAX)
+
+/* A backend whose ops only count their calls and succeed, so that a
+ * range reaching one of them is seen to have passed the core. */
+struct spy {
+	unsigned int calls;
+	uint64_t last_pos, last_len;
+};
+
+static int spy_open(struct backend *b, const struct backend_open_args *a)
+{
+	(void)a;
+	b->priv = g_new0(struct spy, 1);
+	return 0;
+}
+
+static void spy_close(struct backend *b)
+{
+	g_free(b->priv);
+}
+
+static int64_t spy_get_size(struct backend *b)
+{
+	(void)b;
+	return (int64_t)SPY_SIZE;
+}
+
+static void spy_saw(struct backend *b, uint64_t pos, uint64_t len)
+{
+	struct spy *s = b->priv;
+
+	s->calls++;
+	s->last_pos = pos;
+	s->last_len = len;
+}
+
+static ssize_t spy_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
+{
+	spy_saw(b, iocb->ki_pos, iov_iter_count(iocb->ki_iter));
+	return (ssize_t)iov_iter_count(iocb->ki_iter);
+}
+
+static int spy_range(struct backend *b, uint64_t pos, uint64_t len)
+{
+	spy_saw(b, pos, len);
+	return 0;
+}
+
+static int spy_resize(struct backend *b, uint64_t size)
+{
+	spy_saw(b, 0, size);
+	return 0;
+}
+
+static ssize_t spy_clone_range(struct backend *src, uint64_t src_pos,
+			       struct backend *dst, uint64_t dst_pos,
+			       uint64_t len)
+{
+	(void)src;
+	(void)src_pos;
+	spy_saw(dst, dst_pos, len);
+	return (ssize_t)len;
+}
+
+static const struct backend_ops spy_ops = {
+	.name = "spy",
+	.open = spy_open,
+	.close = spy_close,
+	.get_size = spy_get_size,
+	.direct_IO_bvec = spy_direct_IO_bvec,
+	.discard = spy_range,
+	.write_zeroes = spy_range,
+	.resize = spy_resize,
+	.clone_range = spy_clone_range,
+};
+
+/* A spy backend built by hand (it is not registered), with the largest
+ * size max_size. */
+static struct backend *open_spy(uint64_t max_size, unsigned int flags)
+{
+	struct backend_open_args args = { .path = "spy" };
+	struct backend *b = g_new0(struct backend, 1);
+
+	ck_assert_int_eq(backend_ops_check(&spy_ops), 0);
+	b->ops = &spy_ops;
+	b->flags = flags;
+	range_lock_tree_init(&b->range_locks);
+	ck_assert_int_eq(spy_ops.open(b, &args), 0);
+	b->limits = (struct backend_limits){
+		.request_alignment = 1,
+		.mem_alignment = 1,
+		.block_size = 4096,
+		.max_transfer = 1 << 20,
+		.max_segs = 1024,
+		.max_size = max_size,
+	};
+	return b;
+}
+
+static unsigned int spy_calls(struct backend *b)
+{
+	return ((struct spy *)b->priv)->calls;
+}
+
+/* One synchronous write of len bytes (<= 8192) at pos through the core. */
+static ssize_t spy_write(struct backend *b, uint64_t pos, size_t len)
+{
+	static char page[2][4096];
+	struct bio_vec bv[2] = {
+		{ .bv_page = page[0], .bv_len = 4096, .bv_offset = 0 },
+		{ .bv_page = page[1], .bv_len = 4096, .bv_offset = 0 },
+	};
+	struct iov_iter iter;
+	struct kiocb iocb = { .ki_rw = DIOLOOP_WRITE, .ki_pos = pos,
+			      .ki_iter = &iter };
+
+	if (len <= 4096)
+		bv[0].bv_len = (unsigned int)len;
+	else
+		bv[1].bv_len = (unsigned int)(len - 4096);
+	iov_iter_init_bvec(&iter, bv, len <= 4096 ? 1 : 2, len, 0);
+	return backend_direct_IO_bvec(b, &iocb);
+}
+
+/* Expect op's result want and whether the backend's op was reached. */
+#define EXPECT_OP(b, what, call, want, reached) do { \
+	unsigned int before_ = spy_calls(b); \
+	long long got_ = (long long)(call); \
+	ck_assert_msg(got_ == (long long)(want), \
+		      "%s: expected %lld, got %lld", what, \
+		      (long long)(want), got_); \
+	ck_assert_msg((spy_calls(b) != before_) == (reached), \
+		      "%s: the backend's op %s", what, \
+		      (reached) ? "is called" : "is not called"); \
+} while (0)
+
+/* Writes at INT64_MAX - 1, INT64_MAX and across 2^63 against a largest
+ * size of max (INT64_MAX, or a multiple of 4096 below it). */
+static void check_write_bounds(uint64_t max)
+{
+	struct backend *b = open_spy(max, BACKEND_OPEN_GROWABLE);
+	struct backend *fixed = open_spy(max, 0);
+	bool all = max == OFF_MAX;
+	char *big = g_malloc0(2 << 20);
+
+	EXPECT_OP(b, "write ending at max", spy_write(b, max - 4096, 4096),
+		  4096, true);
+	EXPECT_OP(b, "write ending at INT64_MAX - 1",
+		  spy_write(b, OFF_MAX - 4097, 4096), all ? 4096 : -EFBIG, all);
+	EXPECT_OP(b, "1 byte at INT64_MAX - 1 (ending at INT64_MAX)",
+		  spy_write(b, OFF_MAX - 1, 1), all ? 1 : -EFBIG, all);
+	EXPECT_OP(b, "write ending at INT64_MAX",
+		  spy_write(b, OFF_MAX - 4096, 4096), all ? 4096 : -EFBIG,
+		  all);
+	EXPECT_OP(b, "write from INT64_MAX - 1 across 2^63",
+		  spy_write(b, OFF_MAX - 1, 4096), -EFBIG, false);
+	EXPECT_OP(b, "1 byte at INT64_MAX (ending at 2^63)",
+		  spy_write(b, OFF_MAX, 1), -EFBIG, false);
+	EXPECT_OP(b, "write 1 byte past max", spy_write(b, max - 4095, 4096),
+		  -EFBIG, false);
+	EXPECT_OP(b, "write at 2^63 (a negative off_t)",
+		  spy_write(b, OFF_MAX + 1, 4096), -EINVAL, false);
+	EXPECT_OP(b, "write whose end wraps 2^64",
+		  spy_write(b, UINT64_MAX - 100, 8192), -EINVAL, false);
+	EXPECT_OP(b, "pwrite of 2 MiB whose second MiB is past max: "
+		  "refused whole", backend_pwrite(b, big, 2 << 20,
+						  max - (1 << 20)),
+		  -EFBIG, false);
+	EXPECT_OP(fixed, "not growable: write across 2^63",
+		  spy_write(fixed, OFF_MAX - 1, 4096), -ENOSPC, false);
+	EXPECT_OP(fixed, "not growable: write at 2^63",
+		  spy_write(fixed, OFF_MAX + 1, 4096), -EINVAL, false);
+	backend_close(b);
+	backend_close(fixed);
+	g_free(big);
+}
+
+START_TEST(test_backend_write_past_max_size_is_refused)
+{
+	check_write_bounds(OFF_MAX);
+	check_write_bounds(OFF_MAX & ~UINT64_C(4095));
+	check_write_bounds(UINT64_C(16) << 40);
+}
+END_TEST
+
+/* Sizes at INT64_MAX - 1, INT64_MAX and past 2^63 against max. */
+static void check_resize_bounds(uint64_t max)
+{
+	struct backend *b = open_spy(max, BACKEND_OPEN_GROWABLE);
+	bool all = max == OFF_MAX;
+
+	EXPECT_OP(b, "resize to max", backend_resize(b, max), 0, true);
+	EXPECT_OP(b, "resize to INT64_MAX - 1", backend_resize(b, OFF_MAX - 1),
+		  all ? 0 : -EFBIG, all);
+	EXPECT_OP(b, "resize to INT64_MAX", backend_resize(b, OFF_MAX),
+		  all ? 0 : -EFBIG, all);
+	EXPECT_OP(b, "resize to max + 1", backend_resize(b, max + 1),
+		  max + 1 > OFF_MAX ? -EINVAL : -EFBIG, false);
+	EXPECT_OP(b, "resize to 2^63", backend_resize(b, OFF_MAX + 1),
+		  -EINVAL, false);
+	EXPECT_OP(b, "resize to 2^64 - 1", backend_resize(b, UINT64_MAX),
+		  -EINVAL, false);
+	backend_close(b);
+}
+
+START_TEST(test_backend_resize_past_max_size_is_refused)
+{
+	check_resize_bounds(OFF_MAX);
+	check_resize_bounds(OFF_MAX & ~UINT64_C(4095));
+}
+END_TEST
+
+/* Discard and write-zeroes never grow the image (they are clamped to
+ * its size), but a range past the largest off_t is refused, never
+ * wrapped. */
+static void check_zero_range_bounds(const char *name,
+				    int (*op)(struct backend *, uint64_t,
+					      uint64_t))
+{
+	struct backend *b = open_spy(OFF_MAX & ~UINT64_C(4095),
+				     BACKEND_OPEN_GROWABLE);
+	struct spy *s = b->priv;
+	char what[128];
+
+#define WHAT(fmt) (snprintf(what, sizeof(what), "%s " fmt, name), what)
+	EXPECT_OP(b, WHAT("of 1 byte at INT64_MAX - 1"),
+		  op(b, OFF_MAX - 1, 1), 0, false);
+	EXPECT_OP(b, WHAT("ending at INT64_MAX"), op(b, OFF_MAX - 4096, 4096),
+		  0, false);
+	EXPECT_OP(b, WHAT("from INT64_MAX - 1 across 2^63"),
+		  op(b, OFF_MAX - 1, 2), -EFBIG, false);
+	EXPECT_OP(b, WHAT("from 4 KiB before the end across 2^63"),
+		  op(b, SPY_SIZE - 4096, OFF_MAX), -EFBIG, false);
+	EXPECT_OP(b, WHAT("at 2^63"), op(b, OFF_MAX + 1, 4096), -EINVAL,
+		  false);
+	EXPECT_OP(b, WHAT("whose end wraps 2^64"),
+		  op(b, UINT64_MAX - 100, 4096), -EINVAL, false);
+	EXPECT_OP(b, WHAT("of 2^64 - 1 bytes"), op(b, 4096, UINT64_MAX),
+		  -EINVAL, false);
+	EXPECT_OP(b, WHAT("of 2^62 bytes from 4 KiB before the end"),
+		  op(b, SPY_SIZE - 4096, UINT64_C(1) << 62), 0, true);
+	ck_assert_msg(s->last_pos == SPY_SIZE - 4096 && s->last_len == 4096,
+		      "%s: clamped to the end (got %llu+%llu)", name,
+		      (unsigned long long)s->last_pos,
+		      (unsigned long long)s->last_len);
+#undef WHAT
+	backend_close(b);
+}
+
+START_TEST(test_backend_discard_and_write_zeroes_ranges_are_checked)
+{
+	check_zero_range_bounds("discard", backend_discard);
+	check_zero_range_bounds("write_zeroes", backend_write_zeroes);
+}
+END_TEST
+
+START_TEST(test_backend_clone_range_past_max_size_is_refused)
+{
+	uint64_t max = OFF_MAX & ~UINT64_C(4095);
+	struct backend *src = open_spy(OFF_MAX, 0);
+	struct backend *dst = open_spy(max, BACKEND_OPEN_GROWABLE);
+
+	EXPECT_OP(dst, "clone inside the target",
+		  backend_clone_range(src, 0, dst, 4096, 4096), 4096, true);
+	EXPECT_OP(dst, "clone ending at INT64_MAX",
+		  backend_clone_range(src, 0, dst, OFF_MAX - 4096, 4096),
+		  -EFBIG, false);
+	EXPECT_OP(dst, "clone from INT64_MAX - 1 across 2^63",
+		  backend_clone_range(src, 0, dst, OFF_MAX - 1, 4096), -EFBIG,
+		  false);
+	EXPECT_OP(dst, "clone to 2^63",
+		  backend_clone_range(src, 0, dst, OFF_MAX + 1, 4096),
+		  -EINVAL, false);
+	EXPECT_OP(dst, "clone from a source range across 2^63",
+		  backend_clone_range(src, OFF_MAX - 1, dst, 0, 4096),
+		  -EINVAL, false);
+	EXPECT_OP(dst, "clone from a source range that wraps 2^64",
+		  backend_clone_range(src, UINT64_MAX - 100, dst, 0, 4096),
+		  -EINVAL, false);
+	backend_close(src);
+	backend_close(dst);
+}
+END_TEST
+
+START_TEST(test_backend_default_max_size_follows_alignment)
+{
+	struct backend *b = open_mem("size=1M,align=4096", 0);
+
+	ck_assert_msg(b->limits.max_size == (OFF_MAX & ~UINT64_C(4095)),
+		      "align=4096: max_size is INT64_MAX rounded down to 4096 (got %llu)",
+		      (unsigned long long)b->limits.max_size);
+	backend_close(b);
+	b = open_mem("size=1M,align=512", 0);
+	ck_assert_msg(b->limits.max_size == (OFF_MAX & ~UINT64_C(511)),
+		      "align=512: max_size is INT64_MAX rounded down to 512 (got %llu)",
+		      (unsigned long long)b->limits.max_size);
+	backend_close(b);
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
 	Suite *s = suite_create("backend");
@@ -588,6 +892,12 @@ static Suite *backend_suite(void)
 	tcase_add_test(core, test_backend_pread_pwrite_any_offset);
 	tcase_add_test(core, test_backend_eof_rules);
 	tcase_add_test(core, test_backend_rdonly_refuses_writes);
+	tcase_add_test(core, test_backend_write_past_max_size_is_refused);
+	tcase_add_test(core, test_backend_resize_past_max_size_is_refused);
+	tcase_add_test(core,
+		       test_backend_discard_and_write_zeroes_ranges_are_checked);
+	tcase_add_test(core, test_backend_clone_range_past_max_size_is_refused);
+	tcase_add_test(core, test_backend_default_max_size_follows_alignment);
 	suite_add_tcase(s, core);
 
 	tcase_set_timeout(mem, 300);

@@ -833,6 +833,75 @@ START_TEST(test_cow_rdonly_open_refuses_writes)
 }
 END_TEST
 
+/* ---- sizes ---- */
+
+#define OFF_MAX ((uint64_t)INT64_MAX)
+
+/* A write of t at pos straight to cow's op, past the core's checks. */
+static ssize_t cow_op_write(struct backend *b, struct cow_tbuf *t,
+			    uint64_t pos)
+{
+	struct kiocb iocb = { .ki_rw = DIOLOOP_WRITE, .ki_pos = pos,
+			      .ki_iter = cow_tbuf_iter(t) };
+
+	return b->ops->direct_IO_bvec(b, &iocb);
+}
+
+START_TEST(test_cow_growable_volume_never_grows_past_its_largest_size)
+{
+	const uint64_t max = OFF_MAX & ~(uint64_t)(COW_BLOCK_SIZE - 1);
+	char *path = cow_test_image(MiB, 0);
+	struct backend *b = cow_test_open(path, BACKEND_OPEN_GROWABLE);
+	struct cow_tbuf *t = cow_tbuf_new(4096, 0, NULL), *one;
+	unsigned char back[4096];
+	struct backend_info info;
+
+	one = cow_tbuf_new(1, 0, NULL);
+	ck_assert_msg(b->limits.max_size == max,
+		      "max_size: INT64_MAX rounded down to 4096 (got %llu)",
+		      (unsigned long long)b->limits.max_size);
+	ck_assert_msg(cow_test_rw(b, DIOLOOP_WRITE, t, OFF_MAX - 4096) ==
+		      -EFBIG, "write ending at INT64_MAX: -EFBIG");
+	ck_assert_msg(cow_test_rw(b, DIOLOOP_WRITE, one, OFF_MAX - 1) ==
+		      -EFBIG, "1 byte at INT64_MAX - 1: -EFBIG");
+	ck_assert_msg(cow_test_rw(b, DIOLOOP_WRITE, one, OFF_MAX - 2) ==
+		      -EFBIG, "1 byte ending at INT64_MAX - 1: -EFBIG");
+	ck_assert_msg(cow_test_rw(b, DIOLOOP_WRITE, t, OFF_MAX - 1) == -EFBIG,
+		      "write across 2^63: -EFBIG");
+	ck_assert_msg(backend_resize(b, OFF_MAX) == -EFBIG,
+		      "resize to INT64_MAX: -EFBIG");
+	ck_assert_msg(backend_resize(b, max + 4096) == -EINVAL,
+		      "resize to 2^63: -EINVAL");
+	/* Defence in depth: the op itself, without the core's checks. */
+	ck_assert_msg(cow_op_write(b, t, OFF_MAX - 4096) == -EFBIG,
+		      "cow's write op, ending at INT64_MAX: -EFBIG");
+	ck_assert_msg(b->ops->resize(b, max + 4096) == -EFBIG,
+		      "cow's resize op, to 2^63: -EFBIG");
+	ck_assert_msg(backend_get_size(b) == (int64_t)MiB,
+		      "the size is unchanged (got %lld)",
+		      (long long)backend_get_size(b));
+
+	/* The largest size itself is fine, and opens again. */
+	memset(t->data, 0x3c, 4096);
+	ck_assert_msg(cow_test_rw(b, DIOLOOP_WRITE, t, max - 4096) == 4096,
+		      "write ending at the largest size");
+	ck_assert_msg(backend_get_size(b) == (int64_t)max, "size is max");
+	ck_assert_int_eq(backend_flush(b), 0);
+	backend_close(b);
+	b = cow_test_open(path, 0);
+	ck_assert_int_eq(backend_info(b, &info), 0);
+	ck_assert_msg(info.size == max, "reopened: size %llu (got %llu)",
+		      (unsigned long long)max, (unsigned long long)info.size);
+	ck_assert_msg(cow_test_read(b, back, 4096, max - 4096, NULL) == 4096 &&
+		      memcmp(back, t->data, 4096) == 0,
+		      "reopened: the last block reads back");
+	cow_tbuf_free(t);
+	cow_tbuf_free(one);
+	backend_close(b);
+	g_free(path);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cow_io");
@@ -866,6 +935,7 @@ int main(void)
 	tcase_add_test(ops, test_cow_discard_makes_holes_and_frees_blocks);
 	tcase_add_test(ops, test_cow_write_zeroes_stores_holes_and_map_reports_them);
 	tcase_add_test(ops, test_cow_growable_write_extends_and_resize);
+	tcase_add_test(ops, test_cow_growable_volume_never_grows_past_its_largest_size);
 	suite_add_tcase(s, ops);
 
 	tcase_set_timeout(corrupt, 300);

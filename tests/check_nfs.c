@@ -503,6 +503,46 @@ START_TEST(test_nfs_ops)
 }
 END_TEST
 
+/* Sizes at INT64_MAX - 1, INT64_MAX and across 2^63: what is past the
+ * largest size never reaches the server, and the image keeps its size. */
+START_TEST(test_nfs_sizes_past_the_largest_are_refused)
+{
+	const uint64_t off_max = INT64_MAX;
+	g_autofree char *path = export_path("sizes.img");
+	char buf[4096] = { 0x5a };
+	struct backend *b;
+	struct stat sb;
+
+	server_setup();
+	b = make_open("sizes.img", MiB, NULL, BACKEND_OPEN_GROWABLE);
+	ck_assert_msg(b->limits.max_size == off_max,
+		      "max_size: INT64_MAX (got %llu)",
+		      (unsigned long long)b->limits.max_size);
+	ck_assert_msg(backend_pwrite(b, buf, 4096, off_max - 1) == -EFBIG,
+		      "write from INT64_MAX - 1 across 2^63: -EFBIG");
+	ck_assert_msg(backend_pwrite(b, buf, 1, off_max) == -EFBIG,
+		      "1 byte at INT64_MAX (ending at 2^63): -EFBIG");
+	ck_assert_msg(backend_pwrite(b, buf, 4096, off_max + 1) == -EINVAL,
+		      "write at 2^63: -EINVAL");
+	ck_assert_msg(backend_write_zeroes(b, off_max - 1, 4096) == -EFBIG,
+		      "write_zeroes across 2^63: -EFBIG");
+	ck_assert_msg(backend_resize(b, off_max + 1) == -EINVAL,
+		      "resize to 2^63: -EINVAL");
+	ck_assert_msg(backend_resize(b, UINT64_MAX) == -EINVAL,
+		      "resize to 2^64 - 1: -EINVAL");
+	ck_assert_int_eq(backend_flush(b), 0);
+	ck_assert_msg(backend_get_size(b) == (int64_t)MiB,
+		      "the image keeps its size (got %lld)",
+		      (long long)backend_get_size(b));
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_msg(sb.st_size == (off_t)MiB,
+		      "the file on the server keeps its size (got %lld)",
+		      (long long)sb.st_size);
+	backend_close(b);
+	server_done("sizes");
+}
+END_TEST
+
 /* A missing file, export or server: the errno and one log line each. */
 START_TEST(test_nfs_errors)
 {
@@ -694,6 +734,7 @@ static Suite *nfs_suite(void)
 		tcase_add_test(tc, test_nfs_random_io);
 		tcase_add_test(tc, test_nfs_holes_eof);
 		tcase_add_test(tc, test_nfs_ops);
+		tcase_add_test(tc, test_nfs_sizes_past_the_largest_are_refused);
 		tcase_add_test(tc, test_nfs_errors);
 		tcase_add_test(tc, test_nfs_restart_resend);
 		tcase_add_test(tc, test_nfs_server_gone);

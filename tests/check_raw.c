@@ -725,6 +725,78 @@ START_TEST(test_raw_write_past_eof_is_enospc)
 }
 END_TEST
 
+/* The host file system's answer to a size: 0 or -errno of ftruncate on a
+ * scratch file next to path (never the image). */
+static int host_truncate(const char *path, uint64_t size)
+{
+	char *scratch = g_strconcat(path, ".scratch", NULL);
+	int fd = open(scratch, O_RDWR | O_CREAT | O_TRUNC, 0600), ret = 0;
+
+	ck_assert_msg(fd >= 0, "create %s", scratch);
+	if (ftruncate(fd, (off_t)size) < 0)
+		ret = -errno;
+	close(fd);
+	unlink(scratch);
+	g_free(scratch);
+	return ret;
+}
+
+START_TEST(test_raw_max_size_is_the_host_limit_and_checked_first)
+{
+	const uint64_t off_max = INT64_MAX;
+	struct img im;
+	struct tbuf *t = tbuf_new(4096, 0, NULL), *one = tbuf_new(1, 0, NULL);
+	uint64_t max;
+	ssize_t res;
+
+	img_setup(&im, 64 * KiB, BACKEND_OPEN_GROWABLE);
+	max = im.b->limits.max_size;
+	ck_assert_msg(max > 64 * KiB && max <= off_max &&
+		      max % im.b->limits.block_size == 0,
+		      "max_size %llu: a multiple of the block size up to INT64_MAX",
+		      (unsigned long long)max);
+	ck_assert_msg(host_truncate(im.path, max) == 0,
+		      "the host holds a file of max_size (%llu)",
+		      (unsigned long long)max);
+	if (max <= off_max - 4096)
+		ck_assert_msg(host_truncate(im.path, max + 4096) == -EFBIG,
+			      "the host refuses a file 4 KiB past max_size");
+
+	res = sync_rw(im.b, DIOLOOP_WRITE, t, max - 4095);
+	ck_assert_msg(res == -EFBIG, "write ending 1 byte past max_size: expected -EFBIG, got %zd",
+		      res);
+	res = sync_rw(im.b, DIOLOOP_WRITE, t, off_max - 4096);
+	ck_assert_msg(res == (max == off_max ? 4096 : -EFBIG),
+		      "write ending at INT64_MAX: got %zd", res);
+	res = sync_rw(im.b, DIOLOOP_WRITE, one, off_max - 1);
+	ck_assert_msg(res == -EFBIG, "1 byte at INT64_MAX - 1: expected -EFBIG, got %zd",
+		      res);
+	res = async_rw(im.b, DIOLOOP_WRITE, t, off_max - 1);
+	ck_assert_msg(res == -EFBIG, "async write across 2^63: expected -EFBIG, got %zd",
+		      res);
+	ck_assert_msg(backend_resize(im.b, off_max) == -EFBIG,
+		      "resize to INT64_MAX: -EFBIG");
+	if (max <= off_max - 4096)
+		ck_assert_msg(backend_resize(im.b, max + 4096) == -EFBIG,
+			      "resize to 4 KiB past max_size: -EFBIG");
+	ck_assert_msg(!file_exists(im.record),
+		      "no orphan record: the writes were refused before anything changed");
+	ck_assert_msg(backend_get_size(im.b) == 64 * KiB &&
+		      file_stat(im.path).st_size == 64 * KiB,
+		      "the image keeps its size");
+
+	/* The largest size itself is not refused. */
+	res = sync_rw(im.b, DIOLOOP_WRITE, t, max - 4096);
+	ck_assert_msg(res == 4096, "write ending at max_size: expected 4096, got %zd",
+		      res);
+	ck_assert_msg(backend_get_size(im.b) == (int64_t)max,
+		      "the image grew to max_size");
+	tbuf_free(t);
+	tbuf_free(one);
+	img_teardown(&im);
+}
+END_TEST
+
 START_TEST(test_raw_unaligned_size_is_rounded_down)
 {
 	const uint64_t file_size = 3 * 4096 + 700;
@@ -1680,6 +1752,7 @@ static Suite *raw_suite(void)
 	tcase_add_test(size, test_raw_hole_reads_zeros_and_stays_sparse);
 	tcase_add_test(size, test_raw_short_read_at_eof);
 	tcase_add_test(size, test_raw_write_past_eof_is_enospc);
+	tcase_add_test(size, test_raw_max_size_is_the_host_limit_and_checked_first);
 	tcase_add_test(size, test_raw_unaligned_size_is_rounded_down);
 	tcase_add_test(size, test_raw_rdonly_refuses_writes);
 	suite_add_tcase(s, size);

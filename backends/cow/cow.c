@@ -475,12 +475,17 @@ static ssize_t cow_end_io(struct kiocb *iocb, void *priv, ssize_t res)
 
 /* ---- direct_IO_bvec ---- */
 
-/* Extend a growable volume to cover end.  0 or -errno. */
+/* Extend a growable volume to cover end.  0, -EFBIG past the largest
+ * size (a size no open could accept is never stored), or -errno. */
 static int cow_grow(struct cow_volume *v, uint64_t end)
 {
 	struct cow_container *c = v->c;
-	uint64_t size = (end + COW_BLOCK_SIZE - 1) & ~(uint64_t)(COW_BLOCK_SIZE - 1);
+	uint64_t size;
 	int ret = 0;
+
+	if (end > cow_max_volume_size())
+		return -EFBIG;
+	size = (end + COW_BLOCK_SIZE - 1) & ~(uint64_t)(COW_BLOCK_SIZE - 1);
 
 	g_mutex_lock(&c->map_lock);
 	if (size > v->vol.size) {

@@ -165,6 +165,14 @@ uint64_t cow_tree_span(enum cow_tree_kind kind, unsigned int level)
 	return span;
 }
 
+uint64_t cow_max_volume_size(void)
+{
+	uint64_t blocks = (uint64_t)INT64_MAX / COW_BLOCK_SIZE;
+	uint64_t cap = cow_tree_capacity(COW_TREE_MAP, COW_MAX_HEIGHT);
+
+	return MIN(blocks, cap) * COW_BLOCK_SIZE;
+}
+
 unsigned int cow_tree_height_for(enum cow_tree_kind kind, uint64_t nr_keys)
 {
 	unsigned int h;
@@ -605,10 +613,11 @@ int cow_vol_get(const uint8_t *page, unsigned int i,
 		return cow_bad(err, "volume %llu: unknown flags 0x%llx",
 			       (unsigned long long)v->id,
 			       (unsigned long long)v->flags);
-	if (v->size % COW_BLOCK_SIZE || v->size > INT64_MAX)
-		return cow_bad(err, "volume %llu: size %llu is not a multiple of %zu",
+	if (v->size % COW_BLOCK_SIZE || v->size > cow_max_volume_size())
+		return cow_bad(err, "volume %llu: size %llu is not a multiple of %zu up to %llu",
 			       (unsigned long long)v->id,
-			       (unsigned long long)v->size, COW_BLOCK_SIZE);
+			       (unsigned long long)v->size, COW_BLOCK_SIZE,
+			       (unsigned long long)cow_max_volume_size());
 	if (v->map_root.height < 1 || v->map_root.height > COW_MAX_HEIGHT ||
 	    cow_tree_capacity(COW_TREE_MAP, v->map_root.height) <
 		    v->size / COW_BLOCK_SIZE)
@@ -709,7 +718,7 @@ int cow_format(const char *path, const struct cow_format_opts *opts,
 	int fd, ret;
 
 	if (opts->size == 0 || opts->size % COW_BLOCK_SIZE ||
-	    opts->size > INT64_MAX || map_height == 0) {
+	    opts->size > cow_max_volume_size() || map_height == 0) {
 		cow_bad(err, "size %llu: must be a non-zero multiple of %zu",
 			(unsigned long long)opts->size, COW_BLOCK_SIZE);
 		return -EINVAL;

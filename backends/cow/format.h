@@ -179,6 +179,9 @@ static inline uint64_t cow_tree_capacity(enum cow_tree_kind kind,
 /* The least height (1..COW_MAX_HEIGHT) covering nr_keys keys, or 0. */
 unsigned int cow_tree_height_for(enum cow_tree_kind kind, uint64_t nr_keys);
 const char *cow_tree_name(enum cow_tree_kind kind);
+/* The largest volume size: a multiple of COW_BLOCK_SIZE, <= INT64_MAX
+ * (an off_t), whose blocks a map of COW_MAX_HEIGHT covers. */
+uint64_t cow_max_volume_size(void);
 
 /* ---- superblock ---- */
 

@@ -179,6 +179,7 @@ static void set_limits(struct backend *b)
 		.block_size = COW_BLOCK_SIZE,
 		.max_transfer = 1u << 20,
 		.max_segs = 1024,
+		.max_size = cow_max_volume_size(),
 	};
 }
 

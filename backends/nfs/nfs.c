@@ -74,6 +74,9 @@ static int dnfs_open(struct backend *b, const struct backend_open_args *args)
 		.block_size = 4096,
 		.max_transfer = 4 * DNFS_MAX_XFER,
 		.max_segs = IOV_MAX,
+		/* Byte-granular: the largest NFSv3 offset we can send (an
+		 * off_t); a server with less answers EFBIG itself. */
+		.max_size = INT64_MAX,
 	};
 	return 0;
 }

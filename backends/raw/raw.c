@@ -734,6 +734,30 @@ static void raw_probe_alignment(struct raw *r, const struct stat *st,
 	free(buf);
 }
 
+/*
+ * The host file system's largest file size (s_maxbytes: 16 TiB on ext4
+ * with 4 KiB blocks, 8 EiB on xfs): the largest offset lseek(SEEK_SET)
+ * accepts, found by bisection without changing the file.  INT64_MAX when
+ * lseek refuses even 0 (then the host's own EFBIG still applies).
+ */
+static uint64_t raw_probe_max_file_size(int fd)
+{
+	uint64_t lo = 0, hi = INT64_MAX;
+
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return INT64_MAX;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo + 1) / 2;
+
+		if (lseek(fd, (off_t)mid, SEEK_SET) >= 0)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	lseek(fd, 0, SEEK_SET);
+	return lo;
+}
+
 /* Fill b->limits and the engine's block sizes. */
 static int raw_set_limits(struct raw *r, const struct stat *st)
 {
@@ -759,6 +783,9 @@ static int raw_set_limits(struct raw *r, const struct stat *st)
 		.block_size = (uint32_t)r->block_size,
 		.max_transfer = RAW_MAX_TRANSFER,
 		.max_segs = IOV_MAX,
+		/* Whole blocks: the engine may write the last one whole. */
+		.max_size = round_down_u64(raw_probe_max_file_size(r->fd),
+					   r->block_size),
 	};
 	return 0;
 }
