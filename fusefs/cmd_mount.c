@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <mntent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +40,7 @@ struct mount_state {
 	bool attach_loops;
 	int status_fd;			/* to the waiting parent, or -1 */
 	GPtrArray *loops;		/* "/dev/loopN" we attached */
+	dev_t nodes_dev;		/* st_dev of the nodes (the mount's) */
 	GMutex lock;			/* loops, stopping */
 	bool stopping;
 	sigset_t signals;
@@ -289,7 +289,16 @@ static void detach_loops(struct mount_state *ms)
 	g_mutex_lock(&ms->lock);
 	for (i = 0; ms->loops && i < ms->loops->len; i++) {
 		const char *dev = ms->loops->pdata[i];
-		int ret = dioloop_loop_detach(dev, 5000);
+		dev_t d;
+		ino_t ino;
+		int ret;
+
+		/* Detached by dioloop umount, and perhaps attached to
+		 * another file since: no longer ours. */
+		ret = dioloop_loop_backing(dev, &d, &ino);
+		if (ret == -ENXIO || (ret == 0 && d != ms->nodes_dev))
+			continue;
+		ret = dioloop_loop_detach(dev, 5000);
 
 		if (ret < 0)
 			g_warning("%s: detach: %s", dev,
@@ -401,6 +410,7 @@ static gpointer starter_thread(gpointer data)
 			g_warning("%s: the kernel did not enable direct I/O on %s",
 				  name, dev);
 		g_mutex_lock(&ms->lock);
+		ms->nodes_dev = st.st_dev;
 		g_ptr_array_add(ms->loops, g_strdup(dev));
 		g_mutex_unlock(&ms->lock);
 		printf("%s %s\n", name, dev);
@@ -689,110 +699,4 @@ int dioloop_cmd_mount(int argc, char **argv)
 	ret = run_mount(ms, argv[1], argv[2]);
 	g_free(ms);
 	return ret;
-}
-
-/* True if the dioloop mount at path serves an nfs:// source (its
- * fsname is dioloop:nfs://...). */
-static bool is_remote_mount(const char *path)
-{
-	FILE *f = setmntent("/proc/self/mounts", "r");
-	struct mntent *m;
-	bool remote = false;
-
-	while (f && (m = getmntent(f)))
-		if (!strcmp(m->mnt_dir, path))
-			remote = g_str_has_prefix(m->mnt_fsname,
-						  "dioloop:nfs://");
-	if (f)
-		endmntent(f);
-	return remote;
-}
-
-int dioloop_cmd_umount(int argc, char **argv)
-{
-	GOptionEntry entries[] = { { NULL } };
-	g_autofree char *real = NULL;
-	g_auto(GStrv) loops = NULL;
-	const char *name;
-	GDir *dir;
-	char **l;
-	int status = 0, failed = 0, lost = 0;
-	GError *err = NULL;
-	bool remote;
-	char *fusermount_argv[] = { "fusermount3", "-u", NULL, NULL };
-
-	if (!dioloop_parse_args("umount", "MOUNTPOINT",
-				"Flush every node, detach its loop devices and "
-				"unmount.", entries, &argc, &argv))
-		return DIOLOOP_EXIT_USAGE;
-	if (argc != 2) {
-		dioloop_err("umount: expected one MOUNTPOINT, got %d arguments",
-			    argc - 1);
-		return DIOLOOP_EXIT_USAGE;
-	}
-	real = realpath(argv[1], NULL);
-	if (!real) {
-		dioloop_err("umount: %s: %s", argv[1], g_strerror(errno));
-		return DIOLOOP_EXIT_FAIL;
-	}
-	loops = dioloop_loops_under(real);
-	for (l = loops; *l; l++) {
-		int ret = dioloop_loop_detach(*l, 5000);
-
-		if (ret < 0) {
-			dioloop_err("umount: %s: %s", *l,
-				    ret == -EBUSY ? "still in use (is a file "
-				    "system on it mounted?)" : g_strerror(-ret));
-			failed++;
-		}
-	}
-	if (failed)
-		return DIOLOOP_EXIT_FAIL;
-	/* Make every node durable before the daemon goes away.  A remote
-	 * source whose server does not answer must not keep the mount
-	 * forever: the failure is reported and the unmount goes on. */
-	remote = is_remote_mount(real);
-	dir = g_dir_open(real, 0, NULL);
-	while (dir && (name = g_dir_read_name(dir))) {
-		g_autofree char *path = g_build_filename(real, name, NULL);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-		/* Not served (another daemon has it), or gone: nothing of
-		 * ours to flush. */
-		if (fd < 0 && (errno == EBUSY || errno == ENOENT))
-			continue;
-		if (fd < 0 || fsync(fd) < 0) {
-			int e = errno;
-
-			if (remote) {
-				dioloop_err("umount: %s: flush: %s (the nfs "
-					    "server does not answer: unmounting "
-					    "anyway; writes not on it yet are "
-					    "lost)", path, g_strerror(e));
-				lost++;
-			} else {
-				dioloop_err("umount: %s: flush: %s", path,
-					    g_strerror(e));
-				failed++;
-			}
-		}
-		if (fd >= 0)
-			close(fd);
-	}
-	if (dir)
-		g_dir_close(dir);
-	if (failed)
-		return DIOLOOP_EXIT_FAIL;
-	fusermount_argv[2] = real;
-	if (!g_spawn_sync(NULL, fusermount_argv, NULL, G_SPAWN_SEARCH_PATH,
-			  NULL, NULL, NULL, NULL, &status, &err)) {
-		dioloop_err("umount: fusermount3: %s", err->message);
-		g_error_free(err);
-		return DIOLOOP_EXIT_FAIL;
-	}
-	if (!g_spawn_check_wait_status(status, NULL)) {
-		dioloop_err("umount: %s: fusermount3 -u failed", real);
-		return DIOLOOP_EXIT_FAIL;
-	}
-	return lost ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
 }
