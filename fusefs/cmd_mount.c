@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -27,12 +28,16 @@
 #include "fusefs/migrate.h"
 #include "fusefs/commands.h"
 #include "fusefs/fs.h"
+#include "fusefs/lograte.h"
 #include "fusefs/loop.h"
 #include "fusefs/remote.h"
 #include "fusefs/spec.h"
 
 #define DIOLOOP_DEFAULT_QUEUE_DEPTH 128
 #define DIOLOOP_DEFAULT_THREADS 8
+/* The same log text at most once per 10 s; up to 4096 texts remembered. */
+#define DIOLOOP_LOG_RATE_INTERVAL_US (10 * G_USEC_PER_SEC)
+#define DIOLOOP_LOG_RATE_MAX_TEXTS 4096
 
 struct mount_state {
 	struct dioloop_fs fs;
@@ -238,23 +243,52 @@ static void report_status(struct mount_state *ms, unsigned char status)
 		detach_to_background();
 }
 
+/* The daemon's log, whichever way it goes: the same text at most once
+ * per interval (users may make the daemon fail at will). */
+static struct dioloop_lograte log_rate;	/* until exit: the handlers run until then */
+
+/* message, or NULL when it was logged too recently; with a note of what
+ * was dropped (g_free it). */
+static char *log_rate_limited(const gchar *message)
+{
+	uint64_t repeats, others;
+	GString *line;
+
+	if (!dioloop_lograte_admit(&log_rate, message,
+				   g_get_monotonic_time(), &repeats, &others))
+		return NULL;
+	line = g_string_new(message);
+	if (repeats)
+		g_string_append_printf(line, " (and %" PRIu64 " more times "
+					"since it was last logged)", repeats);
+	if (others)
+		g_string_append_printf(line, " (%" PRIu64 " other messages "
+					"dropped: too many different ones)",
+				       others);
+	return g_string_free(line, FALSE);
+}
+
 /* Foreground (and a background daemon until it lets go of the
  * terminal): one line per event on stderr, "dioloop[PID]: message". */
 static void log_to_stderr(const gchar *domain, GLogLevelFlags level,
 			  const gchar *message, gpointer data)
 {
 	const struct dioloop_mount_opts *o = data;
+	g_autofree char *line = NULL;
 
 	if ((level & G_LOG_LEVEL_DEBUG) ||
 	    ((level & G_LOG_LEVEL_INFO) && !o->debug))
 		return;
-	fprintf(stderr, "dioloop[%d]: %s\n", (int)getpid(), message);
+	line = log_rate_limited(message);
+	if (line)
+		fprintf(stderr, "dioloop[%d]: %s\n", (int)getpid(), line);
 }
 
 /* Background: stdio to /dev/null, log to syslog. */
 static void log_to_syslog(const gchar *domain, GLogLevelFlags level,
 			  const gchar *message, gpointer data)
 {
+	g_autofree char *line = NULL;
 	int prio = LOG_INFO;
 
 	if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL))
@@ -263,7 +297,9 @@ static void log_to_syslog(const gchar *domain, GLogLevelFlags level,
 		prio = LOG_WARNING;
 	else if (level & G_LOG_LEVEL_DEBUG)
 		return;
-	syslog(prio, "%s", message);
+	line = log_rate_limited(message);
+	if (line)
+		syslog(prio, "%s", line);
 }
 
 static void detach_to_background(void)
@@ -429,6 +465,27 @@ static gpointer starter_thread(gpointer data)
 	return NULL;
 }
 
+/*
+ * Raise the soft limit on open files to the hard limit: each image costs
+ * a few fds (README, "Security model"), and the usual soft limit of 1024
+ * would refuse images past a few hundred with EMFILE.
+ */
+static void raise_nofile_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		g_warning("getrlimit(RLIMIT_NOFILE): %s", g_strerror(errno));
+		return;
+	}
+	if (rl.rlim_cur == rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		g_warning("raising the open file limit to %llu: %s",
+			  (unsigned long long)rl.rlim_max, g_strerror(errno));
+}
+
 static int run_mount(struct mount_state *ms, const char *source,
 		     const char *mountpoint)
 {
@@ -448,7 +505,10 @@ static int run_mount(struct mount_state *ms, const char *source,
 	pthread_sigmask(SIG_BLOCK, &ms->signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	dioloop_lograte_init(&log_rate, DIOLOOP_LOG_RATE_INTERVAL_US,
+			     DIOLOOP_LOG_RATE_MAX_TEXTS);
 	g_log_set_default_handler(log_to_stderr, &ms->fs.opts);
+	raise_nofile_limit();
 	ret = dioloop_fs_init(&ms->fs, source, mountpoint, &ms->fs.opts);
 	if (ret < 0) {
 		/* A remote source that failed here passed the check before
