@@ -167,10 +167,9 @@ static bool parse_mount_options(const char *list, struct dioloop_mount_opts *o)
 		else if (!strcmp(key, "sync") && !val)
 			o->sync = true;
 		else if (!strcmp(key, "commit") && val) {
-			char *end;
-			double s = g_ascii_strtod(val, &end);
+			double s;
 
-			if (*end || end == val || !(s >= 0 && s <= 3600)) {
+			if (dioloop_parse_decimal(val, 3600, &s, NULL) < 0) {
 				dioloop_err("mount: bad commit '%s': seconds "
 					    "from 0 (only on flush) to 3600",
 					    val);

@@ -5,7 +5,8 @@
 # the hard limit, so 300 images (a few fds each) are served under a soft
 # limit of 256; and a corrupt image that every lookup tries to open again
 # is logged once per interval, not once per lookup (any allow_other user
-# could flood the log).
+# could flood the log); numbers in options and ctl commands are parsed
+# strictly (a negative bps= does not wrap around to a huge rate).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/cowlib.sh"
 
@@ -66,6 +67,27 @@ sleep 0.5
 expect_match "after 10 s it is logged again, with how many were dropped" \
 	'[1-9][0-9]*' "$(grep -c 'bad.img.*more times since it was last logged' "$log")"
 dioloop_umount "$IT_TMP/mnt-corrupt"
+daemon_wait "$pid"
+
+# ---- numbers parsed strictly: no sign, no wrap, no exponent
+mkdir -p nums mnt-nums
+truncate -s 1M nums/a.img
+IT_FUSE+=("$IT_TMP/mnt-nums")	# in case it is mounted after all
+expect_status "mount -o commit=1e3 (an exponent) is refused" 2 \
+	"$DIOLOOP_BIN" mount -o commit=1e3 nums "$IT_TMP/mnt-nums"
+if is_mount "$IT_TMP/mnt-nums"; then
+	it_fail "mount -o commit=1e3: expected nothing mounted, got a mount"
+	fusermount3 -u "$IT_TMP/mnt-nums"
+fi
+forget_mount "$IT_TMP/mnt-nums"
+start_daemon nums "$IT_TMP/mnt-nums"
+pid=$DAEMON_PID
+expect_eq "ctl 'migrate ... bps=-5' is refused (no unsigned wrap)" EINVAL \
+	"$(ctl_errno "$IT_TMP/mnt-nums" "migrate a.img $IT_TMP/nums-dest.img bps=-5")"
+sleep 0.5
+expect_eq "no migration started: no destination image" no \
+	"$([[ -e $IT_TMP/nums-dest.img ]] && echo yes || echo no)"
+dioloop_umount "$IT_TMP/mnt-nums"
 daemon_wait "$pid"
 
 it_end
