@@ -4,8 +4,8 @@
  * nodes, unmount.
  *
  * It acts only on what is its own.  The path must be the root of a mount
- * that /proc/self/mountinfo lists as fuse.dioloop, whose control file
- * answers a command; anything else (a tmpfs, an ext4 mount, a plain
+ * that /proc/self/mountinfo lists as fuse.dioloop, whose control
+ * directory answers (.dioloop/stats.json reads as a snapshot); anything else (a tmpfs, an ext4 mount, a plain
  * directory) is refused before anything is touched.  A loop device is
  * ours when the file it is attached to lives on the mount's own device
  * (st_dev of a FUSE mount is unique to it), as LOOP_GET_STATUS64 reports
@@ -27,7 +27,6 @@
 
 #include "fusefs/commands.h"
 #include "fusefs/control.h"
-#include "fusefs/ctl_client.h"
 #include "fusefs/loop.h"
 
 #define UMOUNT_FSTYPE "fuse.dioloop"
@@ -96,16 +95,16 @@ static int mountinfo_find(const char *path, char **fstype, char **source,
 /*
  * Check that real is a dioloop mount: the topmost mount there is
  * fuse.dioloop, it is what path resolves to (same device), and its
- * control file answers.  Sets *dev and *remote (an nfs:// source);
+ * statistics file answers.  Sets *dev and *remote (an nfs:// source);
  * true, or false after a one-line message.  Changes nothing.
  */
 static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 			     bool *remote)
 {
-	g_autofree char *fstype = NULL, *source = NULL, *ctl = NULL;
-	g_autoptr(GString) reply = g_string_new(NULL);
+	g_autofree char *fstype = NULL, *source = NULL, *stats = NULL;
+	g_autofree char *text = NULL;
+	GError *err = NULL;
 	struct stat st;
-	int ret;
 
 	if (mountinfo_find(real, &fstype, &source, dev) < 0) {
 		dioloop_err("umount: %s is not a mount point: refusing to "
@@ -128,12 +127,14 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 			    "there: refusing to touch it", arg);
 		return false;
 	}
-	ctl = g_build_filename(real, DIOLOOP_CTL_DIR, "ctl", NULL);
-	ret = dioloop_ctl_send(ctl, "limit *\n", reply);
-	if (ret < 0) {
+	/* stats.json, not ctl: a read-only mount cannot open ctl for
+	 * writing, and reading the snapshot asks the daemon. */
+	stats = g_build_filename(real, DIOLOOP_CTL_DIR, "stats.json", NULL);
+	if (!g_file_get_contents(stats, &text, NULL, &err) || text[0] != '{') {
 		dioloop_err("umount: %s: its control file does not answer "
 			    "(%s): not a dioloop mount, refusing to touch it",
-			    arg, g_strerror(-ret));
+			    arg, err ? err->message : "not a statistics snapshot");
+		g_clear_error(&err);
 		return false;
 	}
 	*remote = g_str_has_prefix(source, "dioloop:nfs://");
