@@ -3,7 +3,7 @@
 #
 # Bounded resources: the daemon raises its soft limit on open files to
 # the hard limit, so 300 images (a few fds each) are served under a soft
-# limit of 256; and a corrupt image that every lookup tries to open again
+# limit of 256, with no thread per node; and a corrupt image that every lookup tries to open again
 # is logged once per interval, not once per lookup (any allow_other user
 # could flood the log); numbers in options and ctl commands are parsed
 # strictly (a negative bps= does not wrap around to a huge rate).
@@ -38,6 +38,13 @@ else
 		[[ $got == "$(printf 'image %05d' "$i")" ]] || bad=$((bad + 1))
 	done
 	expect_eq "every one of the $NIMAGES nodes reads its image's bytes" 0 "$bad"
+	# No thread per node: the fault filter on every node starts its
+	# delay thread only for a rule with a latency.
+	threads=$(ls "/proc/$pid/task" | wc -l)
+	expect_match "the daemon serving $NIMAGES open nodes runs fewer than 64 threads" \
+		'[0-9]|[1-5][0-9]|6[0-3]' "$threads"
+	fds=$(ls "/proc/$pid/fd" | wc -l)
+	it_log "the daemon serving $NIMAGES open raw nodes: $fds fds, $threads threads"
 	dioloop_umount "$IT_TMP/mnt-many"
 	daemon_wait "$pid"
 fi
