@@ -8,7 +8,8 @@
 # on a file hidden under the mount point, or under a look-alike path,
 # stays); a refusal (a file system mounted on a node's loop device) leaves
 # the loop device attached with no autoclear flag, at once; and a broken
-# image does not keep the rest from being flushed and unmounted.
+# image does not keep the rest from being flushed and unmounted.  The
+# daemon's own teardown detaches only devices still backed by its nodes.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/cowlib.sh"
 
@@ -118,6 +119,36 @@ good_loop=$LOOP_DEV
 dioloop_umount "$IT_TMP/mnt3"
 expect_eq "$good_loop (the good node's) is detached" "" "$(loop_backing "$good_loop")"
 [[ -z $(loop_backing "$good_loop") ]] && forget_loop "$good_loop"
+daemon_wait "$pid"
+
+# ---- the daemon's own teardown (SIGTERM) detaches only devices that
+# still serve its nodes: one detached by hand and reused for another file
+# is left alone.
+mkdir -p src4 "mnt 4" reuse
+truncate -s 8M src4/n.img reuse/r.img
+start_daemon src4 "$IT_TMP/mnt 4" --loop
+pid=$DAEMON_PID
+mapfile -t node_loops < <(wait_loop_lines "$DAEMON_LOG" 1)
+expect_eq "dioloop mount --loop (a mount point with a space) attached its node" 1 \
+	"${#node_loops[@]}"
+if ((${#node_loops[@]} == 1)); then
+	reused=${node_loops[0]}
+	record_loop "$reused"
+	detach_loop "$reused"
+	must "losetup $reused on an unrelated file" losetup "$reused" "$IT_TMP/reuse/r.img"
+	record_loop "$reused"
+	kill -TERM "$pid"
+	daemon_wait "$pid"
+	expect_eq "the daemon exited on SIGTERM" 0 "$DAEMON_STATUS"
+	forget_mount "$IT_TMP/mnt 4"
+	expect_eq "$reused (reused for an unrelated file) is still attached" \
+		"$IT_TMP/reuse/r.img" "$(loop_backing "$reused")"
+fi
+
+# ---- a mount point whose name has a space (escaped in mountinfo)
+start_daemon src4 "$IT_TMP/mnt 4"
+pid=$DAEMON_PID
+dioloop_umount "$IT_TMP/mnt 4"
 daemon_wait "$pid"
 
 it_end
