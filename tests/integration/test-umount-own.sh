@@ -98,6 +98,23 @@ expect_eq "$fs_loop has no autoclear flag left behind" 0 \
 	"$(cat "/sys/block/${fs_loop#/dev/}/loop/autoclear")"
 expect_eq "$IT_TMP/mnt2 is still mounted" yes "$(is_mounted_yes_no "$IT_TMP/mnt2")"
 umount_inner "$IT_TMP/inner"
+# A process that merely holds the device open (no exclusive claim): the
+# detach cannot finish, and the device is left as it was.
+start_helper bash -c 'exec sleep 60 <"$1"' holder "$fs_loop"
+holder=$HELPER_PID
+sleep 0.3
+start=$SECONDS
+expect_status "dioloop umount while another process holds a node's loop device fails" 1 \
+	"$DIOLOOP_BIN" umount "$IT_TMP/mnt2"
+expect_match "it gave up within 3 s" '[0-2]' "$((SECONDS - start))"
+expect_eq "$fs_loop is still attached" "$IT_TMP/mnt2/fs.img" "$(loop_backing "$fs_loop")"
+expect_eq "$fs_loop has its autoclear flag cleared again" 0 \
+	"$(cat "/sys/block/${fs_loop#/dev/}/loop/autoclear")"
+kill "$holder"
+wait "$holder" 2>/dev/null
+forget_pid "$holder"
+expect_eq "$fs_loop is still attached once the holder closed it" \
+	"$IT_TMP/mnt2/fs.img" "$(loop_backing "$fs_loop")"
 dioloop_umount "$IT_TMP/mnt2"
 expect_eq "$fs_loop (a node's, hand-attached) is detached" "" "$(loop_backing "$fs_loop")"
 [[ -z $(loop_backing "$fs_loop") ]] && forget_loop "$fs_loop"
