@@ -243,8 +243,9 @@ static void report_status(struct mount_state *ms, unsigned char status)
 }
 
 /* The daemon's log, whichever way it goes: the same text at most once
- * per interval (users may make the daemon fail at will). */
-static struct dioloop_lograte log_rate;	/* until exit: the handlers run until then */
+ * per interval (users may make the daemon fail at will).  Lives until
+ * exit: the log handlers may run until then. */
+static struct dioloop_lograte log_rate;
 
 /* message, or NULL when it was logged too recently; with a note of what
  * was dropped (g_free it). */

@@ -5,11 +5,12 @@
  *
  * It acts only on what is its own.  The path must be the root of a mount
  * that /proc/self/mountinfo lists as fuse.dioloop, whose control
- * directory answers (.dioloop/stats.json reads as a snapshot); anything else (a tmpfs, an ext4 mount, a plain
- * directory) is refused before anything is touched.  A loop device is
- * ours when the file it is attached to lives on the mount's own device
- * (st_dev of a FUSE mount is unique to it), as LOOP_GET_STATUS64 reports
- * it: not when its path merely starts with the mount point's.
+ * directory answers (.dioloop/stats.json reads as a snapshot); anything
+ * else (a tmpfs, an ext4 mount, a plain directory) is refused before
+ * anything is touched.  A loop device is ours when the file it is
+ * attached to lives on the mount's own device (st_dev of a FUSE mount is
+ * unique to it), as LOOP_GET_STATUS64 reports it: not when its path
+ * merely starts with the mount point's.
  *
  * Order, so that a refusal leaves every loop device as it was: claim our
  * loop devices exclusively (a file system on one: refuse), flush the
@@ -17,7 +18,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <mntent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,7 +133,7 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 	if (!g_file_get_contents(stats, &text, NULL, &err) || text[0] != '{') {
 		dioloop_err("umount: %s: its control file does not answer "
 			    "(%s): not a dioloop mount, refusing to touch it",
-			    arg, err ? err->message : "not a statistics snapshot");
+			    arg, err ? err->message : "no statistics");
 		g_clear_error(&err);
 		return false;
 	}
@@ -141,14 +141,21 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 	return true;
 }
 
-/* Free the claims (closing, never detaching, what is still claimed). */
-static void claims_free(GArray *claims)
+/* Close every claim, detaching nothing, and empty the array. */
+static void claims_release(GArray *claims)
 {
 	guint i;
 
 	for (i = 0; i < claims->len; i++)
-		dioloop_loop_release(&g_array_index(claims, struct dioloop_loop_claim,
-						    i));
+		dioloop_loop_release(&g_array_index(
+			claims, struct dioloop_loop_claim, i));
+	g_array_set_size(claims, 0);
+}
+
+/* Release every claim and free the array. */
+static void claims_free(GArray *claims)
+{
+	claims_release(claims);
 	g_array_free(claims, TRUE);
 }
 
@@ -199,10 +206,7 @@ static bool claim_our_loops(const char *real, dev_t dev, GArray *claims)
 	}
 	if (!refused)
 		return true;
-	for (i = 0; i < claims->len; i++)
-		dioloop_loop_release(&g_array_index(claims, struct dioloop_loop_claim,
-						    i));
-	g_array_set_size(claims, 0);
+	claims_release(claims);
 	return false;
 }
 
@@ -262,7 +266,8 @@ static int detach_claimed(GArray *claims)
 		struct dioloop_loop_claim *c =
 			&g_array_index(claims, struct dioloop_loop_claim, i);
 		g_autofree char *dev = g_strdup(c->dev);
-		int ret = dioloop_loop_detach_claimed(c, UMOUNT_DETACH_TIMEOUT_MS);
+		int ret = dioloop_loop_detach_claimed(c,
+						      UMOUNT_DETACH_TIMEOUT_MS);
 
 		if (ret < 0) {
 			dioloop_err("umount: %s: %s", dev,

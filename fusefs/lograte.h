@@ -15,10 +15,10 @@
 
 struct dioloop_lograte {
 	GMutex lock;
-	GHashTable *seen;		/* text -> struct lograte_entry; by lock */
+	GHashTable *seen;		/* text -> lograte_entry; by lock */
 	gint64 interval_us;
 	guint max_entries;
-	uint64_t overflow;		/* new texts dropped while full; by lock */
+	uint64_t overflow;		/* texts dropped while full; by lock */
 };
 
 void dioloop_lograte_init(struct dioloop_lograte *r, gint64 interval_us,

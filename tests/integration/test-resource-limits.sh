@@ -40,10 +40,10 @@ else
 	expect_eq "every one of the $NIMAGES nodes reads its image's bytes" 0 "$bad"
 	# No thread per node: the fault filter on every node starts its
 	# delay thread only for a rule with a latency.
-	threads=$(ls "/proc/$pid/task" | wc -l)
+	threads=$(find "/proc/$pid/task" -mindepth 1 -maxdepth 1 | wc -l)
 	expect_match "the daemon serving $NIMAGES open nodes runs fewer than 64 threads" \
 		'[0-9]|[1-5][0-9]|6[0-3]' "$threads"
-	fds=$(ls "/proc/$pid/fd" | wc -l)
+	fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
 	it_log "the daemon serving $NIMAGES open raw nodes: $fds fds, $threads threads"
 	dioloop_umount "$IT_TMP/mnt-many"
 	daemon_wait "$pid"

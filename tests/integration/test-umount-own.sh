@@ -100,6 +100,7 @@ expect_eq "$IT_TMP/mnt2 is still mounted" yes "$(is_mounted_yes_no "$IT_TMP/mnt2
 umount_inner "$IT_TMP/inner"
 # A process that merely holds the device open (no exclusive claim): the
 # detach cannot finish, and the device is left as it was.
+# shellcheck disable=SC2016  # $1 is the inner shell's
 start_helper bash -c 'exec sleep 60 <"$1"' holder "$fs_loop"
 holder=$HELPER_PID
 sleep 0.3
