@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Byte sizes as users write them. */
+/*
+ * Numbers and byte sizes as users write them, parsed strictly: decimal
+ * digits only, no sign (a '-' never wraps around), no spaces, nothing
+ * after them but what the format allows, no overflow.  Every number from
+ * a command line, a mount option, a ctl command or a URL goes through
+ * these.
+ */
 #ifndef DIOLOOP_SIZE_H
 #define DIOLOOP_SIZE_H
 
@@ -11,6 +17,17 @@
  * 0, or -EINVAL for anything else and -ERANGE above max.
  */
 int dioloop_parse_size(const char *s, uint64_t max, uint64_t *out);
+
+/* A plain decimal number up to max: 0, -EINVAL, or -ERANGE. */
+int dioloop_parse_u64(const char *s, uint64_t max, uint64_t *out);
+
+/*
+ * A decimal number with an optional fraction ("5", "0.25", ".5"; no sign,
+ * exponent, hex, inf or nan) up to max.  With end, *end is set after it
+ * (a unit may follow); without, nothing may follow.  0, -EINVAL, -ERANGE.
+ */
+int dioloop_parse_decimal(const char *s, double max, double *out,
+			  const char **end);
 
 /* Format bytes as "1.5 GiB" (or "512 B") into buf. */
 const char *dioloop_format_size(uint64_t bytes, char *buf, unsigned len);

@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <mntent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -28,12 +28,16 @@
 #include "fusefs/migrate.h"
 #include "fusefs/commands.h"
 #include "fusefs/fs.h"
+#include "fusefs/lograte.h"
 #include "fusefs/loop.h"
 #include "fusefs/remote.h"
 #include "fusefs/spec.h"
 
 #define DIOLOOP_DEFAULT_QUEUE_DEPTH 128
 #define DIOLOOP_DEFAULT_THREADS 8
+/* The same log text at most once per 10 s; up to 4096 texts remembered. */
+#define DIOLOOP_LOG_RATE_INTERVAL_US (10 * G_USEC_PER_SEC)
+#define DIOLOOP_LOG_RATE_MAX_TEXTS 4096
 
 struct mount_state {
 	struct dioloop_fs fs;
@@ -41,6 +45,7 @@ struct mount_state {
 	bool attach_loops;
 	int status_fd;			/* to the waiting parent, or -1 */
 	GPtrArray *loops;		/* "/dev/loopN" we attached */
+	dev_t nodes_dev;		/* st_dev of the nodes (the mount's) */
 	GMutex lock;			/* loops, stopping */
 	bool stopping;
 	sigset_t signals;
@@ -162,10 +167,9 @@ static bool parse_mount_options(const char *list, struct dioloop_mount_opts *o)
 		else if (!strcmp(key, "sync") && !val)
 			o->sync = true;
 		else if (!strcmp(key, "commit") && val) {
-			char *end;
-			double s = g_ascii_strtod(val, &end);
+			double s;
 
-			if (*end || end == val || !(s >= 0 && s <= 3600)) {
+			if (dioloop_parse_decimal(val, 3600, &s, NULL) < 0) {
 				dioloop_err("mount: bad commit '%s': seconds "
 					    "from 0 (only on flush) to 3600",
 					    val);
@@ -238,23 +242,53 @@ static void report_status(struct mount_state *ms, unsigned char status)
 		detach_to_background();
 }
 
+/* The daemon's log, whichever way it goes: the same text at most once
+ * per interval (users may make the daemon fail at will).  Lives until
+ * exit: the log handlers may run until then. */
+static struct dioloop_lograte log_rate;
+
+/* message, or NULL when it was logged too recently; with a note of what
+ * was dropped (g_free it). */
+static char *log_rate_limited(const gchar *message)
+{
+	uint64_t repeats, others;
+	GString *line;
+
+	if (!dioloop_lograte_admit(&log_rate, message,
+				   g_get_monotonic_time(), &repeats, &others))
+		return NULL;
+	line = g_string_new(message);
+	if (repeats)
+		g_string_append_printf(line, " (and %" PRIu64 " more times "
+					"since it was last logged)", repeats);
+	if (others)
+		g_string_append_printf(line, " (%" PRIu64 " other messages "
+					"dropped: too many different ones)",
+				       others);
+	return g_string_free(line, FALSE);
+}
+
 /* Foreground (and a background daemon until it lets go of the
  * terminal): one line per event on stderr, "dioloop[PID]: message". */
 static void log_to_stderr(const gchar *domain, GLogLevelFlags level,
 			  const gchar *message, gpointer data)
 {
 	const struct dioloop_mount_opts *o = data;
+	g_autofree char *line = NULL;
 
 	if ((level & G_LOG_LEVEL_DEBUG) ||
 	    ((level & G_LOG_LEVEL_INFO) && !o->debug))
 		return;
-	fprintf(stderr, "dioloop[%d]: %s\n", (int)getpid(), message);
+	line = log_rate_limited(message);
+	if (line)
+		fprintf(stderr, "dioloop[%d]: %s\n", (int)getpid(), line);
 }
 
 /* Background: stdio to /dev/null, log to syslog. */
 static void log_to_syslog(const gchar *domain, GLogLevelFlags level,
 			  const gchar *message, gpointer data)
 {
+	g_autofree char *line = NULL;
 	int prio = LOG_INFO;
 
 	if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL))
@@ -263,7 +297,9 @@ static void log_to_syslog(const gchar *domain, GLogLevelFlags level,
 		prio = LOG_WARNING;
 	else if (level & G_LOG_LEVEL_DEBUG)
 		return;
-	syslog(prio, "%s", message);
+	line = log_rate_limited(message);
+	if (line)
+		syslog(prio, "%s", line);
 }
 
 static void detach_to_background(void)
@@ -289,7 +325,16 @@ static void detach_loops(struct mount_state *ms)
 	g_mutex_lock(&ms->lock);
 	for (i = 0; ms->loops && i < ms->loops->len; i++) {
 		const char *dev = ms->loops->pdata[i];
-		int ret = dioloop_loop_detach(dev, 5000);
+		dev_t d;
+		ino_t ino;
+		int ret;
+
+		/* Detached by dioloop umount, and perhaps attached to
+		 * another file since: no longer ours. */
+		ret = dioloop_loop_backing(dev, &d, &ino);
+		if (ret == -ENXIO || (ret == 0 && d != ms->nodes_dev))
+			continue;
+		ret = dioloop_loop_detach(dev, 5000);
 
 		if (ret < 0)
 			g_warning("%s: detach: %s", dev,
@@ -401,6 +446,7 @@ static gpointer starter_thread(gpointer data)
 			g_warning("%s: the kernel did not enable direct I/O on %s",
 				  name, dev);
 		g_mutex_lock(&ms->lock);
+		ms->nodes_dev = st.st_dev;
 		g_ptr_array_add(ms->loops, g_strdup(dev));
 		g_mutex_unlock(&ms->lock);
 		printf("%s %s\n", name, dev);
@@ -417,6 +463,27 @@ static gpointer starter_thread(gpointer data)
 	}
 	report_status(ms, 0);
 	return NULL;
+}
+
+/*
+ * Raise the soft limit on open files to the hard limit: each image costs
+ * a few fds (README, "Security model"), and the usual soft limit of 1024
+ * would refuse images past a few hundred with EMFILE.
+ */
+static void raise_nofile_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		g_warning("getrlimit(RLIMIT_NOFILE): %s", g_strerror(errno));
+		return;
+	}
+	if (rl.rlim_cur == rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		g_warning("raising the open file limit to %llu: %s",
+			  (unsigned long long)rl.rlim_max, g_strerror(errno));
 }
 
 static int run_mount(struct mount_state *ms, const char *source,
@@ -438,7 +505,10 @@ static int run_mount(struct mount_state *ms, const char *source,
 	pthread_sigmask(SIG_BLOCK, &ms->signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	dioloop_lograte_init(&log_rate, DIOLOOP_LOG_RATE_INTERVAL_US,
+			     DIOLOOP_LOG_RATE_MAX_TEXTS);
 	g_log_set_default_handler(log_to_stderr, &ms->fs.opts);
+	raise_nofile_limit();
 	ret = dioloop_fs_init(&ms->fs, source, mountpoint, &ms->fs.opts);
 	if (ret < 0) {
 		/* A remote source that failed here passed the check before
@@ -689,110 +759,4 @@ int dioloop_cmd_mount(int argc, char **argv)
 	ret = run_mount(ms, argv[1], argv[2]);
 	g_free(ms);
 	return ret;
-}
-
-/* True if the dioloop mount at path serves an nfs:// source (its
- * fsname is dioloop:nfs://...). */
-static bool is_remote_mount(const char *path)
-{
-	FILE *f = setmntent("/proc/self/mounts", "r");
-	struct mntent *m;
-	bool remote = false;
-
-	while (f && (m = getmntent(f)))
-		if (!strcmp(m->mnt_dir, path))
-			remote = g_str_has_prefix(m->mnt_fsname,
-						  "dioloop:nfs://");
-	if (f)
-		endmntent(f);
-	return remote;
-}
-
-int dioloop_cmd_umount(int argc, char **argv)
-{
-	GOptionEntry entries[] = { { NULL } };
-	g_autofree char *real = NULL;
-	g_auto(GStrv) loops = NULL;
-	const char *name;
-	GDir *dir;
-	char **l;
-	int status = 0, failed = 0, lost = 0;
-	GError *err = NULL;
-	bool remote;
-	char *fusermount_argv[] = { "fusermount3", "-u", NULL, NULL };
-
-	if (!dioloop_parse_args("umount", "MOUNTPOINT",
-				"Flush every node, detach its loop devices and "
-				"unmount.", entries, &argc, &argv))
-		return DIOLOOP_EXIT_USAGE;
-	if (argc != 2) {
-		dioloop_err("umount: expected one MOUNTPOINT, got %d arguments",
-			    argc - 1);
-		return DIOLOOP_EXIT_USAGE;
-	}
-	real = realpath(argv[1], NULL);
-	if (!real) {
-		dioloop_err("umount: %s: %s", argv[1], g_strerror(errno));
-		return DIOLOOP_EXIT_FAIL;
-	}
-	loops = dioloop_loops_under(real);
-	for (l = loops; *l; l++) {
-		int ret = dioloop_loop_detach(*l, 5000);
-
-		if (ret < 0) {
-			dioloop_err("umount: %s: %s", *l,
-				    ret == -EBUSY ? "still in use (is a file "
-				    "system on it mounted?)" : g_strerror(-ret));
-			failed++;
-		}
-	}
-	if (failed)
-		return DIOLOOP_EXIT_FAIL;
-	/* Make every node durable before the daemon goes away.  A remote
-	 * source whose server does not answer must not keep the mount
-	 * forever: the failure is reported and the unmount goes on. */
-	remote = is_remote_mount(real);
-	dir = g_dir_open(real, 0, NULL);
-	while (dir && (name = g_dir_read_name(dir))) {
-		g_autofree char *path = g_build_filename(real, name, NULL);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-		/* Not served (another daemon has it), or gone: nothing of
-		 * ours to flush. */
-		if (fd < 0 && (errno == EBUSY || errno == ENOENT))
-			continue;
-		if (fd < 0 || fsync(fd) < 0) {
-			int e = errno;
-
-			if (remote) {
-				dioloop_err("umount: %s: flush: %s (the nfs "
-					    "server does not answer: unmounting "
-					    "anyway; writes not on it yet are "
-					    "lost)", path, g_strerror(e));
-				lost++;
-			} else {
-				dioloop_err("umount: %s: flush: %s", path,
-					    g_strerror(e));
-				failed++;
-			}
-		}
-		if (fd >= 0)
-			close(fd);
-	}
-	if (dir)
-		g_dir_close(dir);
-	if (failed)
-		return DIOLOOP_EXIT_FAIL;
-	fusermount_argv[2] = real;
-	if (!g_spawn_sync(NULL, fusermount_argv, NULL, G_SPAWN_SEARCH_PATH,
-			  NULL, NULL, NULL, NULL, &status, &err)) {
-		dioloop_err("umount: fusermount3: %s", err->message);
-		g_error_free(err);
-		return DIOLOOP_EXIT_FAIL;
-	}
-	if (!g_spawn_check_wait_status(status, NULL)) {
-		dioloop_err("umount: %s: fusermount3 -u failed", real);
-		return DIOLOOP_EXIT_FAIL;
-	}
-	return lost ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
 }

@@ -8,9 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #define LOOP_ATTACH_TRIES 8
+
+/* The st_dev of a file from the kernel's encoding of lo_device
+ * (huge_encode_dev: minor bits 0-7 and 20-31, major bits 8-19). */
+static dev_t loop_decode_dev(uint64_t v)
+{
+	return makedev((unsigned)((v & 0xfff00) >> 8),
+		       (unsigned)((v & 0xff) | ((v >> 12) & 0xfff00)));
+}
 
 /* Read /sys/block/NAME/loop/ATTR without its newline; NULL if absent. */
 static char *loop_sysfs(const char *name, const char *attr)
@@ -106,26 +115,147 @@ int dioloop_loop_detach(const char *dev, unsigned timeout_ms)
 	}
 }
 
-char **dioloop_loops_under(const char *dir)
+int dioloop_loop_backing(const char *dev, dev_t *fsdev, ino_t *ino)
 {
-	GPtrArray *out = g_ptr_array_new();
-	char *real = realpath(dir, NULL);
-	g_autofree char *prefix = g_strconcat(real ? real : dir, "/", NULL);
+	struct loop_info64 info;
+	int fd, ret = 0;
+
+	fd = open(dev, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, LOOP_GET_STATUS64, &info) < 0)
+		ret = -errno;
+	close(fd);
+	if (ret < 0)
+		return ret;
+	*fsdev = loop_decode_dev(info.lo_device);
+	*ino = (ino_t)info.lo_inode;
+	return 0;
+}
+
+int dioloop_loops_backed_by(dev_t fsdev, GPtrArray *devs, GPtrArray *unknown)
+{
 	GDir *sys = g_dir_open("/sys/block", 0, NULL);
 	const char *name;
 
-	free(real);
-	while (sys && (name = g_dir_read_name(sys))) {
-		g_autofree char *backing = NULL;
+	if (!sys)
+		return -errno;
+	while ((name = g_dir_read_name(sys))) {
+		g_autofree char *dev = NULL, *backing = NULL;
+		dev_t d;
+		ino_t ino;
+		int ret;
 
 		if (strncmp(name, "loop", 4) != 0)
 			continue;
+		/* Unbound devices have no loop/ attributes: skip them
+		 * without opening them. */
 		backing = loop_sysfs(name, "backing_file");
-		if (backing && g_str_has_prefix(backing, prefix))
-			g_ptr_array_add(out, g_strdup_printf("/dev/%s", name));
+		if (!backing)
+			continue;
+		dev = g_strdup_printf("/dev/%s", name);
+		ret = dioloop_loop_backing(dev, &d, &ino);
+		if (ret == 0 && d == fsdev)
+			g_ptr_array_add(devs, g_steal_pointer(&dev));
+		else if (ret < 0 && ret != -ENXIO && ret != -ENOENT)
+			g_ptr_array_add(unknown, g_strdup_printf(
+				"%s (%s): %s", dev, backing,
+				g_strerror(-ret)));
 	}
-	if (sys)
-		g_dir_close(sys);
-	g_ptr_array_add(out, NULL);
-	return (char **)g_ptr_array_free(out, FALSE);
+	g_dir_close(sys);
+	return 0;
+}
+
+int dioloop_loop_claim(const char *dev, dev_t fsdev,
+		       struct dioloop_loop_claim *c)
+{
+	struct loop_info64 info;
+	int fd, ret;
+
+	/* O_EXCL on a block device fails with EBUSY while a file system,
+	 * a device mapper target or another exclusive opener holds it, and
+	 * keeps new ones away until released. */
+	fd = open(dev, O_RDONLY | O_EXCL | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, LOOP_GET_STATUS64, &info) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	/* Rebound to another file since it was found: not ours. */
+	if (loop_decode_dev(info.lo_device) != fsdev) {
+		close(fd);
+		return -ESTALE;
+	}
+	c->dev = g_strdup(dev);
+	c->fd = fd;
+	c->flags = info.lo_flags;
+	return 0;
+}
+
+void dioloop_loop_release(struct dioloop_loop_claim *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	g_clear_pointer(&c->dev, g_free);
+}
+
+/* Put back dev's LO_FLAGS_AUTOCLEAR as it was before LOOP_CLR_FD set it:
+ * 0 or -errno. */
+static int loop_restore_autoclear(const char *dev, uint32_t flags)
+{
+	struct loop_info64 info;
+	int fd, ret = 0;
+
+	if (flags & LO_FLAGS_AUTOCLEAR)
+		return 0;
+	fd = open(dev, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, LOOP_GET_STATUS64, &info) < 0) {
+		ret = -errno;
+	} else {
+		info.lo_flags &= ~(uint32_t)LO_FLAGS_AUTOCLEAR;
+		if (ioctl(fd, LOOP_SET_STATUS64, &info) < 0)
+			ret = -errno;
+	}
+	close(fd);
+	/* Detached meanwhile (the last other user closed it): done. */
+	return ret == -ENXIO ? 0 : ret;
+}
+
+int dioloop_loop_detach_claimed(struct dioloop_loop_claim *c,
+				unsigned timeout_ms)
+{
+	const char *name = strrchr(c->dev, '/') + 1;
+	unsigned waited = 0;
+	int ret = 0;
+
+	if (ioctl(c->fd, LOOP_CLR_FD, 0) < 0 && errno != ENXIO)
+		ret = -errno;
+	/* The kernel lets go of the file at the last close, which is ours
+	 * unless another process holds the device open. */
+	close(c->fd);
+	c->fd = -1;
+	if (ret < 0)
+		return ret;
+	for (;;) {
+		g_autofree char *backing = loop_sysfs(name, "backing_file");
+
+		if (!backing)
+			return 0;
+		if (waited >= timeout_ms)
+			break;
+		g_usleep(10 * 1000);
+		waited += 10;
+	}
+	/* Still open elsewhere: leave it attached as it was, not marked to
+	 * detach whenever that user closes it. */
+	ret = loop_restore_autoclear(c->dev, c->flags);
+	if (ret < 0)
+		g_warning("%s: cannot clear the autoclear flag again: %s",
+			  c->dev, g_strerror(-ret));
+	return -EBUSY;
 }

@@ -22,6 +22,7 @@
 #include "backends/cow/format.h"
 #include "backends/migrate.h"
 #include "backends/nfs/nfs.h"
+#include "backends/size.h"
 #include "backends/testing/fault.h"
 #include "fusefs/redirect.h"
 #include "fusefs/source.h"
@@ -583,10 +584,8 @@ static int parse_migrate_opts(struct dioloop_migration *job, int argc,
 				return -EINVAL;
 			}
 		} else if (g_str_has_prefix(a, "bps=")) {
-			char *end;
-
-			job->opts.bps = g_ascii_strtoull(a + 4, &end, 10);
-			if (*end || end == a + 4) {
+			if (dioloop_parse_u64(a + 4, UINT64_MAX,
+					      &job->opts.bps) < 0) {
 				g_string_append_printf(reply, "migrate: bad %s\n",
 						       a);
 				return -EINVAL;

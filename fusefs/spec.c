@@ -47,24 +47,6 @@ static bool is_bytes_key(int k)
 	       k == DIOLOOP_RATE_WRITE_BPS || k == DIOLOOP_LIMIT_TOTAL_BPS;
 }
 
-/* A plain decimal number up to max: 0 or -EINVAL / -ERANGE. */
-static int parse_count(const char *s, uint64_t max, uint64_t *out)
-{
-	guint64 v;
-	char *end;
-
-	if (!g_ascii_isdigit(*s))
-		return -EINVAL;
-	errno = 0;
-	v = g_ascii_strtoull(s, &end, 10);
-	if (*end)
-		return -EINVAL;
-	if (errno == ERANGE || v > max)
-		return -ERANGE;
-	*out = v;
-	return 0;
-}
-
 /* Parse one KEY=VALUE limit (spec.h).  Any thread. */
 int dioloop_limit_parse(const char *word, struct dioloop_limit_update *u,
 			char **err)
@@ -93,13 +75,13 @@ int dioloop_limit_parse(const char *word, struct dioloop_limit_update *u,
 	    (!strcmp(val, "off") || !strcmp(val, "none"))) {
 		ret = 0;
 	} else if (k == DIOLOOP_LIMIT_BURST_MS) {
-		ret = parse_count(val, DIOLOOP_MAX_BURST_MS, &v);
+		ret = dioloop_parse_u64(val, DIOLOOP_MAX_BURST_MS, &v);
 		if (ret == 0 && v == 0)
 			ret = -ERANGE;
 	} else if (is_bytes_key(k)) {
 		ret = dioloop_parse_size(val, UINT64_C(1) << 50, &v);
 	} else {
-		ret = parse_count(val, UINT64_C(1) << 40, &v);
+		ret = dioloop_parse_u64(val, UINT64_C(1) << 40, &v);
 	}
 	if (ret < 0) {
 		*err = g_strdup_printf("bad value '%s' for %s: expected %s", val,
@@ -191,11 +173,10 @@ static int parse_kinds(const char *s, unsigned int *ops)
 static int parse_delay(const char *s, unsigned int *us)
 {
 	double mult = 1000, v;
-	char *end;
+	const char *end;
 
-	if (!g_ascii_isdigit(*s))
+	if (dioloop_parse_decimal(s, G_MAXDOUBLE, &v, &end) < 0)
 		return -EINVAL;
-	v = g_ascii_strtod(s, &end);
 	if (!strcmp(end, "us"))
 		mult = 1;
 	else if (!strcmp(end, "ms") || !*end)
@@ -214,12 +195,11 @@ static int parse_delay(const char *s, unsigned int *us)
 /* "0.25" or "25%" into a fraction in [0, 1]: 0 or -EINVAL. */
 static int parse_rate(const char *s, double *out)
 {
-	char *end;
+	const char *end;
 	double v;
 
-	if (!g_ascii_isdigit(*s) && *s != '.')
+	if (dioloop_parse_decimal(s, G_MAXDOUBLE, &v, &end) < 0)
 		return -EINVAL;
-	v = g_ascii_strtod(s, &end);
 	if (!strcmp(end, "%"))
 		v /= 100;
 	else if (*end)
@@ -272,7 +252,7 @@ static int fault_parse_kv(const char *key, const char *val,
 	}
 	if (!strcmp(key, "nth") || !strcmp(key, "every") ||
 	    !strcmp(key, "seed")) {
-		if (parse_count(val, UINT64_MAX, &v) < 0 ||
+		if (dioloop_parse_u64(val, UINT64_MAX, &v) < 0 ||
 		    (v == 0 && strcmp(key, "seed"))) {
 			*err = g_strdup_printf("bad %s '%s': expected a "
 					       "positive number", key, val);

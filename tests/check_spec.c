@@ -71,6 +71,11 @@ START_TEST(test_spec_limits_reject_with_a_message)
 		{ "burst_ms=0", "milliseconds from 1 to 60000" },
 		{ "burst_ms=60001", "milliseconds from 1 to 60000" },
 		{ "iops=", "bad value '' for iops" },
+		{ "iops=-5", "bad value '-5' for iops" },
+		{ "iops=+5", "bad value '+5' for iops" },
+		{ "iops= 5", "bad value ' 5' for iops" },
+		{ "burst_ms=-0", "milliseconds from 1 to 60000" },
+		{ "iops=18446744073709551617", "bad value" },
 	};
 	size_t i;
 
@@ -145,6 +150,14 @@ START_TEST(test_spec_fault_rules_reject_with_a_message)
 		{ "read write", "ops given twice" },
 		{ "write color=red", "unknown fault setting 'color'" },
 		{ "op=read+bogus", "bad op 'read+bogus'" },
+		{ "write delay=1e3", "bad delay '1e3'" },
+		{ "write delay=-1ms", "bad delay '-1ms'" },
+		{ "write delay=0x10", "bad delay '0x10'" },
+		{ "write rate=1e-1", "bad rate '1e-1'" },
+		{ "write rate=-0.5", "bad rate '-0.5'" },
+		{ "write nth=-1", "bad nth '-1'" },
+		{ "write seed=+3", "bad seed '+3'" },
+		{ "write every=18446744073709551616", "bad every" },
 	};
 	size_t i;
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backends/nfs/nfs_int.h"
+#include "backends/size.h"
 
 /* Options passed through to libnfs, and ours. */
 static const char *const dnfs_libnfs_opts[] = {
@@ -26,19 +27,14 @@ static int dnfs_url_bad(const char *url, const char *why)
 	return -EINVAL;
 }
 
-/* Parse a decimal number in [lo, hi]. */
+/* Parse a decimal number in [lo, hi] (0 <= lo): digits only. */
 static bool dnfs_parse_num(const char *s, long lo, long hi, long *out)
 {
-	char *end;
-	long v;
+	uint64_t v;
 
-	if (!*s)
+	if (dioloop_parse_u64(s, (uint64_t)hi, &v) < 0 || v < (uint64_t)lo)
 		return false;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || v < lo || v > hi)
-		return false;
-	*out = v;
+	*out = (long)v;
 	return true;
 }
 

@@ -44,6 +44,9 @@ struct fault {
 	GQueue delayed;			/* fault_req, ascending due; by
 					 * delay_lock */
 	bool stopping;			/* by delay_lock */
+	/* Started with the first rule that has a latency (before that rule
+	 * is in rules, so any delayed request finds it running): a node
+	 * without delay rules costs no thread.  Set under lock. */
 	GThread *delay_thread;
 };
 
@@ -213,10 +216,9 @@ static void fault_inner_done(struct kiocb *iocb, ssize_t res)
 	fault_delay(iocb->ki_private, res);
 }
 
-/* Open over args->inner, start the delay thread.  Control thread. */
+/* Open over args->inner.  Control thread. */
 static int fault_open(struct backend *b, const struct backend_open_args *args)
 {
-	GError *err = NULL;
 	struct fault *f;
 
 	if (!args->inner) {
@@ -230,21 +232,27 @@ static int fault_open(struct backend *b, const struct backend_open_args *args)
 	g_mutex_init(&f->delay_lock);
 	g_cond_init(&f->delay_cond);
 	g_queue_init(&f->delayed);
+	b->limits = f->inner->limits;
+	b->priv = f;
+	return 0;
+}
+
+/* Start the delay thread if it is not running: 0 or -EAGAIN (logged).
+ * Under f->lock. */
+static int fault_start_delay_thread(struct fault *f)
+{
+	GError *err = NULL;
+
+	if (f->delay_thread)
+		return 0;
 	f->delay_thread = g_thread_try_new("fault-delay", fault_delay_thread,
 					   f, &err);
 	if (!f->delay_thread) {
 		g_warning("fault: cannot start the delay thread: %s",
 			  err->message);
 		g_error_free(err);
-		g_array_free(f->rules, TRUE);
-		g_mutex_clear(&f->lock);
-		g_mutex_clear(&f->delay_lock);
-		g_cond_clear(&f->delay_cond);
-		g_free(f);
 		return -EAGAIN;
 	}
-	b->limits = f->inner->limits;
-	b->priv = f;
 	return 0;
 }
 
@@ -258,7 +266,8 @@ static void fault_close(struct backend *b)
 	f->stopping = true;
 	g_cond_signal(&f->delay_cond);
 	g_mutex_unlock(&f->delay_lock);
-	g_thread_join(f->delay_thread);
+	if (f->delay_thread)
+		g_thread_join(f->delay_thread);
 	g_assert(g_queue_is_empty(&f->delayed));
 	backend_close(f->inner);
 	g_array_free(f->rules, TRUE);
@@ -430,6 +439,10 @@ int fault_backend_add_rule(struct backend *b, const struct fault_rule *r)
 	f = b->priv;
 	rs.rng = r->seed ? r->seed : 0x5eed5eed5eed5eedULL;
 	g_mutex_lock(&f->lock);
+	if (r->latency_us && fault_start_delay_thread(f) < 0) {
+		g_mutex_unlock(&f->lock);
+		return -EAGAIN;
+	}
 	g_array_append_val(f->rules, rs);
 	atomic_store_explicit(&f->nr_rules, f->rules->len,
 			      memory_order_release);

@@ -88,7 +88,9 @@ struct fault_stats {
 
 /* Add a rule (copied): 0, -EINVAL for a rule that names no op, has an
  * error that is not a positive errno, a fraction outside [0, 1] or does
- * nothing (no error and no latency). */
+ * nothing (no error and no latency), -EAGAIN when the thread that
+ * delivers delayed completions (started by the first rule with a
+ * latency) cannot be started. */
 int fault_backend_add_rule(struct backend *b, const struct fault_rule *r);
 /* Remove every rule; later ops pass straight through.  Counters stay. */
 void fault_backend_clear(struct backend *b);

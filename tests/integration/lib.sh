@@ -488,15 +488,22 @@ it_end() {
 	exit 0
 }
 
+# The mount points of /proc/self/mounts, one a line, with its octal
+# escapes (\040 for a space, ...) undone.
+mount_points() {
+	awk '{ p = $2; gsub(/\\040/, " ", p); gsub(/\\011/, "\t", p)
+	       gsub(/\\134/, "\\", p); print p }' /proc/self/mounts
+}
+
 # Is DIR a mount point?  (From /proc/self/mounts: never touches the file
 # system, which may belong to a dead daemon.)
 is_mount() {
-	awk -v d="$1" '$2 == d { found = 1 } END { exit !found }' /proc/self/mounts
+	mount_points | awk -v d="$1" '$0 == d { found = 1 } END { exit !found }'
 }
 
 # Is anything still mounted at or under DIR?
 mounted_under() {
-	awk -v d="$1" '$2 == d || index($2, d "/") == 1 { found = 1 } END { exit !found }' /proc/self/mounts
+	mount_points | awk -v d="$1" '$0 == d || index($0, d "/") == 1 { found = 1 } END { exit !found }'
 }
 
 it_cleanup() {

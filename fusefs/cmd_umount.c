@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dioloop umount: flush every node, detach the loop devices backed by the
+ * nodes, unmount.
+ *
+ * It acts only on what is its own.  The path must be the root of a mount
+ * that /proc/self/mountinfo lists as fuse.dioloop, whose control
+ * directory answers (.dioloop/stats.json reads as a snapshot); anything
+ * else (a tmpfs, an ext4 mount, a plain directory) is refused before
+ * anything is touched.  A loop device is ours when the file it is
+ * attached to lives on the mount's own device (st_dev of a FUSE mount is
+ * unique to it), as LOOP_GET_STATUS64 reports it: not when its path
+ * merely starts with the mount point's.
+ *
+ * Order, so that a refusal leaves every loop device as it was: claim our
+ * loop devices exclusively (a file system on one: refuse), flush the
+ * nodes, then detach and unmount.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "fusefs/commands.h"
+#include "fusefs/control.h"
+#include "fusefs/loop.h"
+
+#define UMOUNT_FSTYPE "fuse.dioloop"
+/* How long a detached loop device may take to let go of its node. */
+#define UMOUNT_DETACH_TIMEOUT_MS 1000
+
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void mountinfo_unescape(char *s)
+{
+	char *out = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+					(s[3] - '0'));
+			s += 4;
+		} else {
+			*out++ = *s++;
+		}
+	}
+	*out = '\0';
+}
+
+/*
+ * The topmost mount at path in /proc/self/mountinfo: its fstype and
+ * source (g_free) and device.  0, or -ENOENT when path is no mount point.
+ */
+static int mountinfo_find(const char *path, char **fstype, char **source,
+			  dev_t *dev)
+{
+	g_autofree char *text = NULL;
+	g_auto(GStrv) lines = NULL;
+	char **l;
+	int ret = -ENOENT;
+
+	if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
+		return -EIO;
+	lines = g_strsplit(text, "\n", -1);
+	/* Later lines are mounted on top of earlier ones: the last wins. */
+	for (l = lines; *l; l++) {
+		g_auto(GStrv) f = g_strsplit(*l, " ", -1);
+		unsigned int maj, min;
+		guint n = g_strv_length(f), sep;
+
+		if (n < 7 || sscanf(f[2], "%u:%u", &maj, &min) != 2)
+			continue;
+		mountinfo_unescape(f[4]);
+		if (strcmp(f[4], path))
+			continue;
+		for (sep = 6; sep < n && strcmp(f[sep], "-"); sep++)
+			;
+		if (sep + 2 >= n)
+			continue;
+		mountinfo_unescape(f[sep + 2]);
+		g_free(*fstype);
+		g_free(*source);
+		*fstype = g_strdup(f[sep + 1]);
+		*source = g_strdup(f[sep + 2]);
+		*dev = makedev(maj, min);
+		ret = 0;
+	}
+	return ret;
+}
+
+/*
+ * Check that real is a dioloop mount: the topmost mount there is
+ * fuse.dioloop, it is what path resolves to (same device), and its
+ * statistics file answers.  Sets *dev and *remote (an nfs:// source);
+ * true, or false after a one-line message.  Changes nothing.
+ */
+static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
+			     bool *remote)
+{
+	g_autofree char *fstype = NULL, *source = NULL, *stats = NULL;
+	g_autofree char *text = NULL;
+	GError *err = NULL;
+	struct stat st;
+
+	if (mountinfo_find(real, &fstype, &source, dev) < 0) {
+		dioloop_err("umount: %s is not a mount point: refusing to "
+			    "touch it", arg);
+		return false;
+	}
+	if (strcmp(fstype, UMOUNT_FSTYPE)) {
+		dioloop_err("umount: %s is a %s mount, not a dioloop mount: "
+			    "refusing to touch it", arg, fstype);
+		return false;
+	}
+	if (stat(real, &st) < 0) {
+		dioloop_err("umount: %s: the dioloop mount there does not "
+			    "answer (%s): refusing to touch it", arg,
+			    g_strerror(errno));
+		return false;
+	}
+	if (st.st_dev != *dev) {
+		dioloop_err("umount: %s is not the root of the dioloop mount "
+			    "there: refusing to touch it", arg);
+		return false;
+	}
+	/* stats.json, not ctl: a read-only mount cannot open ctl for
+	 * writing, and reading the snapshot asks the daemon. */
+	stats = g_build_filename(real, DIOLOOP_CTL_DIR, "stats.json", NULL);
+	if (!g_file_get_contents(stats, &text, NULL, &err) || text[0] != '{') {
+		dioloop_err("umount: %s: its control file does not answer "
+			    "(%s): not a dioloop mount, refusing to touch it",
+			    arg, err ? err->message : "no statistics");
+		g_clear_error(&err);
+		return false;
+	}
+	*remote = g_str_has_prefix(source, "dioloop:nfs://");
+	return true;
+}
+
+/* Close every claim, detaching nothing, and empty the array. */
+static void claims_release(GArray *claims)
+{
+	guint i;
+
+	for (i = 0; i < claims->len; i++)
+		dioloop_loop_release(&g_array_index(
+			claims, struct dioloop_loop_claim, i));
+	g_array_set_size(claims, 0);
+}
+
+/* Release every claim and free the array. */
+static void claims_free(GArray *claims)
+{
+	claims_release(claims);
+	g_array_free(claims, TRUE);
+}
+
+/*
+ * Claim every loop device backed by a node of the mount on dev.  true
+ * with claims filled in, or false after a message, nothing claimed and
+ * nothing changed.
+ */
+static bool claim_our_loops(const char *real, dev_t dev, GArray *claims)
+{
+	g_autofree char *inside = g_strdup_printf("(%s/", real);
+	g_autoptr(GPtrArray) devs = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GPtrArray) unknown = g_ptr_array_new_with_free_func(g_free);
+	guint i;
+	int ret, refused = 0;
+
+	ret = dioloop_loops_backed_by(dev, devs, unknown);
+	if (ret < 0) {
+		dioloop_err("umount: %s: cannot list loop devices: %s", real,
+			    g_strerror(-ret));
+		return false;
+	}
+	/* Without root the loop devices cannot be asked, nor detached: one
+	 * that names a path in the mount may hold a node. */
+	for (i = 0; i < unknown->len; i++) {
+		const char *u = unknown->pdata[i];
+
+		if (geteuid() != 0 && strstr(u, inside)) {
+			dioloop_err("umount: %s: may hold a node; only root can "
+				    "check and detach it", u);
+			refused++;
+		}
+	}
+	for (i = 0; !refused && i < devs->len; i++) {
+		struct dioloop_loop_claim c = { .fd = -1 };
+
+		ret = dioloop_loop_claim(devs->pdata[i], dev, &c);
+		if (ret == -ESTALE || ret == -ENXIO)
+			continue;	/* detached or rebound meanwhile */
+		if (ret < 0) {
+			dioloop_err("umount: %s: %s", (char *)devs->pdata[i],
+				    ret == -EBUSY ? "in use (is a file system "
+				    "on it mounted?)" : g_strerror(-ret));
+			refused++;
+			continue;
+		}
+		g_array_append_val(claims, c);
+	}
+	if (!refused)
+		return true;
+	claims_release(claims);
+	return false;
+}
+
+/*
+ * fsync every node that opens: the number that failed to flush.  A node
+ * that cannot be opened (another daemon serves its image, a broken
+ * image: EUCLEAN, EIO) has nothing of ours to flush and does not stop
+ * the unmount.  A remote node whose server does not answer counts in
+ * *lost instead: the unmount goes on.
+ */
+static int flush_nodes(const char *real, bool remote, int *lost)
+{
+	const char *name;
+	GDir *dir = g_dir_open(real, 0, NULL);
+	int failed = 0;
+
+	while (dir && (name = g_dir_read_name(dir))) {
+		g_autofree char *path = g_build_filename(real, name, NULL);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno != EBUSY && errno != ENOENT)
+				dioloop_err("umount: %s: not flushed: cannot "
+					    "open it (%s); unmounting anyway",
+					    path, g_strerror(errno));
+			continue;
+		}
+		if (fsync(fd) < 0) {
+			int e = errno;
+
+			if (remote) {
+				dioloop_err("umount: %s: flush: %s (the nfs "
+					    "server does not answer: unmounting "
+					    "anyway; writes not on it yet are "
+					    "lost)", path, g_strerror(e));
+				(*lost)++;
+			} else {
+				dioloop_err("umount: %s: flush: %s", path,
+					    g_strerror(e));
+				failed++;
+			}
+		}
+		close(fd);
+	}
+	if (dir)
+		g_dir_close(dir);
+	return failed;
+}
+
+/* Detach every claimed device: the number that would not let go. */
+static int detach_claimed(GArray *claims)
+{
+	guint i;
+	int failed = 0;
+
+	for (i = 0; i < claims->len; i++) {
+		struct dioloop_loop_claim *c =
+			&g_array_index(claims, struct dioloop_loop_claim, i);
+		g_autofree char *dev = g_strdup(c->dev);
+		int ret = dioloop_loop_detach_claimed(c,
+						      UMOUNT_DETACH_TIMEOUT_MS);
+
+		if (ret < 0) {
+			dioloop_err("umount: %s: %s", dev,
+				    ret == -EBUSY ? "still open in another "
+				    "process: left attached" : g_strerror(-ret));
+			failed++;
+		}
+	}
+	return failed;
+}
+
+/* fusermount3 -u real: true, or false after a message. */
+static bool fusermount_unmount(const char *real)
+{
+	char *argv[] = { "fusermount3", "-u", (char *)real, NULL };
+	GError *err = NULL;
+	int status = 0;
+
+	if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
+			  NULL, NULL, &status, &err)) {
+		dioloop_err("umount: fusermount3: %s", err->message);
+		g_error_free(err);
+		return false;
+	}
+	if (!g_spawn_check_wait_status(status, NULL)) {
+		dioloop_err("umount: %s: fusermount3 -u failed", real);
+		return false;
+	}
+	return true;
+}
+
+int dioloop_cmd_umount(int argc, char **argv)
+{
+	GOptionEntry entries[] = { { NULL } };
+	g_autofree char *real = NULL;
+	GArray *claims;
+	bool remote = false;
+	int lost = 0, ret;
+	dev_t dev = 0;
+
+	if (!dioloop_parse_args("umount", "MOUNTPOINT",
+				"Flush every node, detach its loop devices and "
+				"unmount.  Only a dioloop mount.", entries,
+				&argc, &argv))
+		return DIOLOOP_EXIT_USAGE;
+	if (argc != 2) {
+		dioloop_err("umount: expected one MOUNTPOINT, got %d arguments",
+			    argc - 1);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	real = realpath(argv[1], NULL);
+	if (!real) {
+		dioloop_err("umount: %s: %s", argv[1], g_strerror(errno));
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (!is_dioloop_mount(argv[1], real, &dev, &remote))
+		return DIOLOOP_EXIT_USAGE;
+	claims = g_array_new(FALSE, TRUE, sizeof(struct dioloop_loop_claim));
+	if (!claim_our_loops(real, dev, claims)) {
+		claims_free(claims);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	/* Make every node durable before the daemon goes away; a failure
+	 * leaves the loop devices attached, as they were. */
+	if (flush_nodes(real, remote, &lost)) {
+		claims_free(claims);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	ret = detach_claimed(claims);
+	claims_free(claims);
+	if (ret)
+		return DIOLOOP_EXIT_FAIL;
+	if (!fusermount_unmount(real))
+		return DIOLOOP_EXIT_FAIL;
+	return lost ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
+}
