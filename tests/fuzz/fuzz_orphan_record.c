@@ -71,6 +71,7 @@ static void broken(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fprintf(stderr, "\n");
 	va_end(ap);
+	cleanup();		/* abort() skips atexit */
 	abort();
 }
 
