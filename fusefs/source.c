@@ -129,8 +129,8 @@ int dioloop_redirect_read(struct dioloop_fs *fs, const char *image,
 		return -ENOENT;
 	if (n < 0)
 		ret = (int)n;
-	else if ((size_t)n >= DIOLOOP_REDIRECT_MAX)
-		ret = -EBADMSG;
+	else if ((size_t)n >= DIOLOOP_REDIRECT_MAX || strlen(buf) != (size_t)n)
+		ret = -EBADMSG;		/* too long, or a NUL inside */
 	else
 		ret = dioloop_redirect_parse(buf, r);
 	if (ret == 0)
