@@ -176,7 +176,10 @@ class Workload:
         """Append one durable record to the log (after it is durable, and
         the probe's fsync shows the file system did not shut down before
         it: see the module's comment)."""
-        os.fsync(self.probe)
+        try:
+            os.fsync(self.probe)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, self.p(self.probe_name))
         line = json.dumps(rec, sort_keys=True) + "\n"
         os.write(self.durable_log, line.encode())
         self.nrecords += 1
