@@ -150,20 +150,25 @@ expect_nothing_left stress-faults-short
 # the reason, and tools/stress still releases everything (the failed
 # run's work dir, kept for its logs, is then removed here).
 it_log "control: tools/stress --short --fs ext4 --backend raw, daemon killed"
-"$IT_PY" "$STRESS" --short --fs ext4 --backend raw --seed 1 --time 20 \
+# The load would last 300 s: the kill below ends it (the workers stop at
+# their first failure), so a slow setup cannot make the kill miss it.
+"$IT_PY" "$STRESS" --short --fs ext4 --backend raw --seed 1 --time 300 \
 	>"$IT_TMP/killed.out" 2>"$IT_TMP/killed.err" </dev/null &
 STRESS_PID=$!
+# No time window: tools/stress writes its daemon's PID (logs/daemon.pid)
+# before it says "load for"; wait for that line as long as it runs.
 victim=
-for ((i = 0; i < 300; i++)); do
+while pid_alive "$STRESS_PID"; do
 	if grep -q "load for" "$IT_TMP/killed.err"; then
-		for wd in "$IT_TMP"/dioloop-stress.*; do
-			victim=$(find_daemon_pid "$wd/raw-ext4-stress/nodes" | head -n 1)
-		done
-		[[ -n $victim ]] && break
+		pidfile=$(echo "$IT_TMP"/dioloop-stress.*/raw-ext4-stress/logs/daemon.pid)
+		[[ -f $pidfile ]] && victim=$(<"$pidfile")
+		break
 	fi
 	sleep 0.1
 done
-[[ -n $victim ]] || it_die "control: expected to find the daemon of tools/stress, got none"
+[[ -n $victim ]] || it_die "control: expected tools/stress to say \"load for\" with its daemon's PID in logs/daemon.pid, got: $(tail -n 3 "$IT_TMP/killed.err" | tr '\n' ' ')"
+expect_eq "control: logs/daemon.pid names the daemon of tools/stress" "$victim" \
+	"$(find_daemon_pid "$(dirname "$(dirname "$pidfile")")/nodes" | head -n 1)"
 sleep 2
 it_log "control: kill -9 $victim (the daemon)"
 kill -KILL "$victim"

@@ -54,6 +54,7 @@ class Daemon:
         self.ctx.log("start: " + " ".join(argv))
         with open(log, "w") as err, open(loops, "w") as out:
             self.proc = res.spawn(argv, daemon=True, stdout=out, stderr=err)
+        self.write_pid_file()
         res.add_fuse(self.mnt)
         self.loops = {}
         deadline = time.monotonic() + 30
@@ -84,6 +85,15 @@ class Daemon:
                              "loop devices, got %s" %
                              (sorted(self.nodes), self.loops))
         return self.loops
+
+    def write_pid_file(self):
+        """logdir/daemon.pid: the running daemon's PID, replaced at once
+        (rename) at each start, so that a test can find the daemon from
+        the moment tools/stress says the load began, without a search."""
+        path = os.path.join(self.logdir, "daemon.pid")
+        with open(path + ".tmp", "w") as f:
+            f.write("%d\n" % self.proc.pid)
+        os.rename(path + ".tmp", path)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None

@@ -16,7 +16,15 @@ against the model as it goes (reads, stats and directory listings).
 Durable records: now and then a file is made durable -- written, fsync'd,
 renamed (or created) into DIR/durable/rR/..., fsync'd again with its
 directory -- and only then appended to LOG (a file outside the file system
-under test).  A durable file is never touched again, so after a crash each
+under test), once an fsync of the round's probe file (DIR/probe-rR, empty)
+has succeeded after it.  The probe is needed because a directory fsync
+does not always report a file system that has shut down: XFS's returns 0
+when the directory has nothing left in its log, and after a log write
+error the shutdown drops (unpins) the directory's unwritten changes, so
+"mkdir, fsync of its parent" can succeed with the new directory lost.  A
+regular file's fsync fails on a shut-down file system (XFS, ext4), and a
+shutdown is permanent: a probe fsync that succeeds after the durable
+steps shows that the file system had not shut down when they returned.  A durable file is never touched again, so after a crash each
 record of LOG must be intact, whatever happened to the rest.
 
 At the end (the time is up, or SIGTERM) the model is written to --state
@@ -99,6 +107,8 @@ class Workload:
         self.live = "live-r%d" % rnd
         self.durable_dir = "durable/r%d" % rnd
         self.durable_log = durable_log
+        self.probe_name = "probe-r%d" % rnd
+        self.probe = None              # fd of the probe file (setup)
         self.dirs = {self.live}        # live directories
         self.files = {}                # live path -> Inode
         self.symlinks = {}             # live path -> target
@@ -163,7 +173,13 @@ class Workload:
             self.live_bytes -= len(ino.data)
 
     def record(self, rec):
-        """Append one durable record to the log (after it is durable)."""
+        """Append one durable record to the log (after it is durable, and
+        the probe's fsync shows the file system did not shut down before
+        it: see the module's comment)."""
+        try:
+            os.fsync(self.probe)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, self.p(self.probe_name))
         line = json.dumps(rec, sort_keys=True) + "\n"
         os.write(self.durable_log, line.encode())
         self.nrecords += 1
@@ -177,6 +193,9 @@ class Workload:
             if not os.path.isdir(path):
                 os.mkdir(path)
                 fsync_path(os.path.dirname(path.rstrip("/")), True)
+        self.probe = os.open(self.p(self.probe_name),
+                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fsync_path(self.root, True)
         self.record({"kind": "dir", "path": self.durable_dir})
 
     # ------------------------------------------------------------ operations
@@ -511,6 +530,8 @@ class Workload:
                 files[rel] = "d%d" % n
                 inodes["d%d" % n] = {"size": len(val.data),
                                      "sha256": sha256(val.data), "links": 1}
+        files[self.probe_name] = "probe"
+        inodes["probe"] = {"size": 0, "sha256": sha256(b""), "links": 1}
         symlinks = dict(self.symlinks)
         symlinks.update({rel: val for rel, (kind, val) in self.durable.items()
                          if kind == "symlink"})
