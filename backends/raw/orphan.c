@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/iorec.h"
+
 #define ORPHAN_MAGIC "DLORPHAN"
 #define ORPHAN_VERSION 1u
 
@@ -138,7 +140,7 @@ void orphan_destroy(struct orphan *o)
 /* fsync the directory: 0 or -errno. */
 static int orphan_sync_dir(struct orphan *o)
 {
-	if (fsync(o->dirfd) < 0) {
+	if (dioloop_iorec_fsync(o->dirfd) < 0) {
 		int err = -errno;
 
 		g_warning("%s: fsync of its directory: %s", o->image,
@@ -161,14 +163,15 @@ static int orphan_write(struct orphan *o, const char *name, uint64_t size,
 		    0600);
 	if (fd < 0)
 		return -errno;
+	dioloop_iorec_created(o->dirfd, name, fd);
 	orphan_encode(buf, size);
 	do {
-		n = pwrite(fd, buf, sizeof(buf), 0);
+		n = dioloop_iorec_pwrite(fd, buf, sizeof(buf), 0);
 	} while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)sizeof(buf)) {
 		err = n < 0 ? -errno : -ENOSPC;
 		close(fd);
-		unlinkat(o->dirfd, name, 0);
+		dioloop_iorec_unlinkat(o->dirfd, name, 0);
 		return err;
 	}
 	*fdp = fd;
@@ -208,7 +211,7 @@ int orphan_recover(struct orphan *o, int image_fd, bool rdonly,
 	*limit = UINT64_MAX;
 	/* A replacement that never got renamed: the old record (if any)
 	 * still holds, the temporary is garbage. */
-	if (!rdonly && unlinkat(o->dirfd, o->tmp_name, 0) == 0)
+	if (!rdonly && dioloop_iorec_unlinkat(o->dirfd, o->tmp_name, 0) == 0)
 		g_message("%s: removed a half-written orphan record %s",
 			  o->image, o->tmp_name);
 	err = orphan_read(o, &size);
@@ -247,7 +250,8 @@ int orphan_recover(struct orphan *o, int image_fd, bool rdonly,
 	g_warning("%s: crashed during a size extension: truncating from %llu back to the recorded %llu bytes",
 		  o->image, (unsigned long long)st.st_size,
 		  (unsigned long long)size);
-	if (ftruncate(image_fd, (off_t)size) < 0 || fsync(image_fd) < 0) {
+	if (dioloop_iorec_ftruncate(image_fd, (off_t)size) < 0 ||
+	    dioloop_iorec_fsync(image_fd) < 0) {
 		err = -errno;
 		g_warning("%s: truncating to %llu: %s", o->image,
 			  (unsigned long long)size, g_strerror(-err));
@@ -264,16 +268,16 @@ int orphan_update(struct orphan *o, uint64_t size)
 	err = orphan_write(o, o->tmp_name, size, &fd);
 	if (err < 0)
 		goto out;
-	if (fsync(fd) < 0) {
+	if (dioloop_iorec_fsync(fd) < 0) {
 		err = -errno;
 		close(fd);
-		unlinkat(o->dirfd, o->tmp_name, 0);
+		dioloop_iorec_unlinkat(o->dirfd, o->tmp_name, 0);
 		goto out;
 	}
 	close(fd);
-	if (renameat(o->dirfd, o->tmp_name, o->dirfd, o->name) < 0) {
+	if (dioloop_iorec_renameat(o->dirfd, o->tmp_name, o->dirfd, o->name) < 0) {
 		err = -errno;
-		unlinkat(o->dirfd, o->tmp_name, 0);
+		dioloop_iorec_unlinkat(o->dirfd, o->tmp_name, 0);
 		goto out;
 	}
 	o->present = true;
@@ -287,7 +291,7 @@ out:
 /* Remove the record and fsync the directory.  Blocks. */
 int orphan_remove(struct orphan *o)
 {
-	if (unlinkat(o->dirfd, o->name, 0) < 0 && errno != ENOENT) {
+	if (dioloop_iorec_unlinkat(o->dirfd, o->name, 0) < 0 && errno != ENOENT) {
 		int err = -errno;
 
 		g_warning("%s: removing orphan record %s: %s", o->image,
@@ -323,7 +327,7 @@ static void orphan_async_step(struct dioloop_aio_req *req, long res)
 		if (err < 0) {
 			close(o->fd);
 			o->fd = -1;
-			unlinkat(o->dirfd, o->name, 0);
+			dioloop_iorec_unlinkat(o->dirfd, o->name, 0);
 			o->present = false;
 			break;
 		}
@@ -335,14 +339,15 @@ static void orphan_async_step(struct dioloop_aio_req *req, long res)
 		close(o->fd);
 		o->fd = -1;
 		if (err < 0) {
-			unlinkat(o->dirfd, o->name, 0);
+			dioloop_iorec_unlinkat(o->dirfd, o->name, 0);
 			o->present = false;
 		}
 		break;
 	case ORPHAN_REMOVE_SYNC_IMAGE:
 		if (err < 0)
 			break;
-		if (unlinkat(o->dirfd, o->name, 0) < 0 && errno != ENOENT) {
+		if (dioloop_iorec_unlinkat(o->dirfd, o->name, 0) < 0 &&
+		    errno != ENOENT) {
 			err = -errno;
 			break;
 		}
