@@ -10,7 +10,8 @@
  * directory as a power cut there could have left it:
  *
  *   image: every write, zeroed range and size change covered by a
- *     completed fdatasync of the image (it began after them), in order;
+ *     completed fdatasync of the image (it began after them), in order,
+ *     and every write to an O_DSYNC image (a sync one) when it completed;
  *     the rest kept or dropped, shuffled between size changes, some torn
  *     at 512 bytes; a dropped extending write may still have moved the
  *     size (metadata without data: the garbage the record exists for);
@@ -93,6 +94,9 @@ struct scenario {
 	unsigned int held_pct;		/* a flush while an extension runs */
 	unsigned int fail_pct;		/* a failed extension */
 	unsigned int resize_pct, reopen_pct;
+	unsigned int discard_pct;	/* discard or write-zeroes */
+	bool sync;			/* BACKEND_OPEN_SYNC: every op but a
+					 * discard is durable when it returns */
 	unsigned int nr_ops;
 	unsigned int cuts;
 };
@@ -143,11 +147,15 @@ static void model_apply(unsigned char *m, uint64_t *size, const struct op *o,
 
 /* One aio context for every open of a run. */
 static struct dioloop_aio *run_aio;
+/* Open flags of the run's workload (a cut is opened without SYNC: that
+ * changes no recovery). */
+static unsigned int run_flags;
 
 static int open_image(const char *path, struct backend **out)
 {
 	struct backend_open_args args = { .path = path,
-					   .flags = BACKEND_OPEN_GROWABLE,
+					   .flags = BACKEND_OPEN_GROWABLE |
+						    run_flags,
 					   .aio = run_aio };
 
 	return backend_open("raw", &args, out);
@@ -387,8 +395,8 @@ static struct op op_random(const struct scenario *sc, struct test_rng *rng,
 		o.len = 0;
 	}
 	o.pos = 0;
-	if (k >= fail && k < fail + 20 && size > 0) {
-		o.kind = k < fail + 12 ? OP_DISCARD : OP_ZEROES;
+	if (k >= fail && k < fail + sc->discard_pct && size > 0) {
+		o.kind = k < fail + sc->discard_pct / 2 ? OP_DISCARD : OP_ZEROES;
 		o.len = random_len(rng, size);
 		o.pos = test_rng_range(rng, 0, size - o.len);
 		if (test_rng_next(rng) % 2)
@@ -430,6 +438,7 @@ static void run_workload(const struct scenario *sc, const char *path,
 
 	raw_test_hook = gate_hook;
 	atomic_store(&dioloop_iorec, &r->hook);
+	run_flags = sc->sync ? BACKEND_OPEN_SYNC : 0;
 	b = open_ok(path);
 	for (i = 0; i < sc->nr_ops; i++) {
 		uint64_t size = (uint64_t)backend_get_size(b);
@@ -455,7 +464,9 @@ static void run_workload(const struct scenario *sc, const char *path,
 			op_run(&b, path, &o, buf);
 		}
 		g_array_append_val(ops, o);
-		if (test_rng_range(rng, 0, 99) < sc->flush_pct) {
+		if (sc->sync)
+			drec_user(r, DREC_USER_FLUSH, ops->len);
+		else if (test_rng_range(rng, 0, 99) < sc->flush_pct) {
 			ret = backend_flush(b);
 			ck_assert_msg(ret == 0, "flush: expected 0, got %d", ret);
 			drec_user(r, DREC_USER_FLUSH, ops->len);
@@ -467,6 +478,7 @@ static void run_workload(const struct scenario *sc, const char *path,
 	backend_close(b);
 	atomic_store(&dioloop_iorec, NULL);
 	raw_test_hook = NULL;
+	run_flags = 0;
 	g_free(buf);
 }
 
@@ -804,7 +816,7 @@ START_TEST(test_raw_powercut_flushed_writes_survive)
 	static const struct scenario sc = {
 		.name = "flushes", .flush_pct = 12, .extend_pct = 15,
 		.held_pct = 20, .fail_pct = 2, .resize_pct = 2,
-		.reopen_pct = 2, .nr_ops = 400, .cuts = 250,
+		.reopen_pct = 2, .discard_pct = 20, .nr_ops = 400, .cuts = 250,
 	};
 
 	powercut_run(&sc, 1);
@@ -816,10 +828,24 @@ START_TEST(test_raw_powercut_growing_image)
 	static const struct scenario sc = {
 		.name = "growing", .flush_pct = 8, .extend_pct = 60,
 		.held_pct = 25, .fail_pct = 5, .resize_pct = 2,
-		.reopen_pct = 1, .nr_ops = 300, .cuts = 250,
+		.reopen_pct = 1, .discard_pct = 20, .nr_ops = 300, .cuts = 250,
 	};
 
 	powercut_run(&sc, 2);
+}
+END_TEST
+
+/* O_DSYNC: an extending write is acknowledged only once the record that
+ * would cut it off is gone. */
+START_TEST(test_raw_powercut_sync_image)
+{
+	static const struct scenario sc = {
+		.name = "sync", .sync = true, .extend_pct = 50, .held_pct = 10,
+		.fail_pct = 4, .resize_pct = 2, .reopen_pct = 1,
+		.nr_ops = 250, .cuts = 150,
+	};
+
+	powercut_run(&sc, 3);
 }
 END_TEST
 
@@ -842,6 +868,7 @@ int main(void)
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, test_raw_powercut_flushed_writes_survive);
 	tcase_add_test(tc, test_raw_powercut_growing_image);
+	tcase_add_test(tc, test_raw_powercut_sync_image);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }

@@ -21,6 +21,7 @@
 #define DIOLOOP_TESTS_IOREC_DIR_H
 
 #include <check.h>
+#include <fcntl.h>
 #include <glib.h>
 #include <linux/falloc.h>
 #include <stdbool.h>
@@ -55,6 +56,7 @@ enum drec_kind {
 struct drec {
 	uint8_t kind;		/* enum drec_kind */
 	uint8_t name, new_name;	/* indexes in drecorder.names */
+	bool dsync;		/* a write durable when done (O_DSYNC) */
 	uint16_t file;
 	int32_t res;
 	uint32_t op;
@@ -134,6 +136,7 @@ static inline void drec_write(struct dioloop_iorec *h, int fd,
 	g_mutex_lock(&r->lock);
 	x.file = drec_file_of(r, fd);
 	if (x.file != DREC_NONE) {
+		x.dsync = (fcntl(fd, F_GETFL) & O_DSYNC) == O_DSYNC;
 		x.data = r->data->len;
 		x.len = (uint32_t)left;
 		for (i = 0; i < iovcnt && left; i++) {
@@ -458,9 +461,21 @@ static inline void drec_apply_segment(int fd, const struct drecorder *r, GArray 
 			  uint64_t *fsize, struct test_rng *rng,
 			  struct drec_tail_stats *ts)
 {
-	guint i, j;
+	guint i, j, loose = 0;
 
-	for (i = seg->len; i > 1; i--) {
+	/* Durable writes (O_DSYNC) last, in their order: the others are
+	 * shuffled before them. */
+	for (i = 0; i < seg->len; i++) {
+		guint t = g_array_index(seg, guint, i);
+
+		if (g_array_index(r->recs, struct drec, t).dsync)
+			continue;
+		memmove(&g_array_index(seg, guint, loose + 1),
+			&g_array_index(seg, guint, loose),
+			(i - loose) * sizeof(guint));
+		g_array_index(seg, guint, loose++) = t;
+	}
+	for (i = loose; i > 1; i--) {
 		guint t = g_array_index(seg, guint, i - 1);
 
 		j = (guint)test_rng_range(rng, 0, i - 1);
@@ -472,7 +487,8 @@ static inline void drec_apply_segment(int fd, const struct drecorder *r, GArray 
 			r->recs, struct drec, g_array_index(seg, guint, i));
 		uint32_t nsect = drec_sectors(x), s;
 		uint64_t end = x->off + x->len;
-		unsigned int how = (unsigned int)test_rng_range(rng, 0, 7);
+		unsigned int how = x->dsync ? 7 :
+				   (unsigned int)test_rng_range(rng, 0, 7);
 		bool extends = x->kind == DREC_WRITE && end > *fsize;
 
 		ts->uncertain++;
