@@ -221,10 +221,10 @@ static gpointer held_submit(gpointer p)
 	return NULL;
 }
 
-/* Wait on gate_cond until *flag (10 s at most). */
+/* Wait on gate_cond until *flag (60 s at most). */
 static bool gate_wait(bool *flag)
 {
-	gint64 deadline = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
+	gint64 deadline = g_get_monotonic_time() + 60 * G_TIME_SPAN_SECOND;
 
 	while (!*flag)
 		if (!g_cond_wait_until(&gate_cond, &gate_lock, deadline))
@@ -271,7 +271,7 @@ static void run_held_write(struct backend *b, struct drecorder *r,
 	g_mutex_lock(&gate_lock);
 	arrived = gate_wait(&gate_arrived);
 	g_mutex_unlock(&gate_lock);
-	ck_assert_msg(arrived, "the extending write of %u bytes at %llu reached its completion within 10 s",
+	ck_assert_msg(arrived, "the extending write of %u bytes at %llu reached its completion within 60 s",
 		      o->len, (unsigned long long)o->pos);
 	ret = backend_flush(b);
 	ck_assert_msg(ret == 0, "flush with an extension in flight: expected 0, got %d",

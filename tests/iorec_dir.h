@@ -82,6 +82,7 @@ struct drecorder {
 					 * or DREC_NONE; by lock */
 };
 
+/* Append x; its position (by lock). */
 static inline uint64_t drec_append(struct drecorder *r, const struct drec *x)
 {
 	g_array_append_val(r->recs, *x);
@@ -122,6 +123,9 @@ static inline uint8_t drec_name(struct drecorder *r, const char *name)
 	return (uint8_t)(r->names->len - 1);
 }
 
+/* Hooks (iorec.h): each logs what concerns a followed file. */
+
+/* A completed write, with a copy of its data. */
 static inline void drec_write(struct dioloop_iorec *h, int fd,
 			      const struct iovec *iov, int iovcnt,
 			      uint64_t off, ssize_t res)
@@ -150,6 +154,7 @@ static inline void drec_write(struct dioloop_iorec *h, int fd,
 	g_mutex_unlock(&r->lock);
 }
 
+/* A sync issued: its token is its position + 1. */
 static inline uint64_t drec_flush_begin(struct dioloop_iorec *h, int fd)
 {
 	struct drecorder *r = (struct drecorder *)h;
@@ -164,6 +169,7 @@ static inline uint64_t drec_flush_begin(struct dioloop_iorec *h, int fd)
 	return token;
 }
 
+/* A sync returned res. */
 static inline void drec_flush_end(struct dioloop_iorec *h, int fd,
 				  uint64_t token, int res)
 {
@@ -178,6 +184,7 @@ static inline void drec_flush_end(struct dioloop_iorec *h, int fd,
 	g_mutex_unlock(&r->lock);
 }
 
+/* The size became size. */
 static inline void drec_truncate(struct dioloop_iorec *h, int fd,
 				 uint64_t size)
 {
@@ -212,6 +219,7 @@ static inline void drec_fallocate(struct dioloop_iorec *h, int fd, int mode,
 	g_mutex_unlock(&r->lock);
 }
 
+/* A name of the image's directory changed. */
 static inline void drec_name_op(struct dioloop_iorec *h, int dirfd,
 				enum dioloop_iorec_name_op op,
 				const char *name, const char *new_name,
@@ -302,6 +310,7 @@ static inline struct drecorder *drecorder_new(const char *path)
 	return r;
 }
 
+/* Free r (uninstall it first). */
 static inline void drecorder_free(struct drecorder *r)
 {
 	g_array_free(r->recs, TRUE);
@@ -313,6 +322,7 @@ static inline void drecorder_free(struct drecorder *r)
 	g_free(r);
 }
 
+/* How many records of kind (about file, or any: DREC_NONE). */
 static inline unsigned int drec_count(const struct drecorder *r,
 				      enum drec_kind kind, uint16_t file)
 {
@@ -335,6 +345,7 @@ struct drec_flat {
 	size_t cap, size;
 };
 
+/* Room for end bytes, zero filled. */
 static inline void drec_flat_reserve(struct drec_flat *f, size_t end)
 {
 	if (end <= f->cap)
@@ -344,6 +355,7 @@ static inline void drec_flat_reserve(struct drec_flat *f, size_t end)
 	memset(f->mem + f->size, 0, f->cap - f->size);
 }
 
+/* Truncate or extend with zeros, as ftruncate. */
 static inline void drec_flat_resize(struct drec_flat *f, size_t size)
 {
 	drec_flat_reserve(f, size);
@@ -352,8 +364,10 @@ static inline void drec_flat_resize(struct drec_flat *f, size_t size)
 	f->size = size;
 }
 
-static inline void drec_flat_apply(struct drec_flat *f, const struct drecorder *r,
-		       const struct drec *x)
+/* Apply an image record to f. */
+static inline void drec_flat_apply(struct drec_flat *f,
+				   const struct drecorder *r,
+				   const struct drec *x)
 {
 	if (x->kind == DREC_WRITE) {
 		drec_flat_reserve(f, x->off + x->len);
@@ -366,6 +380,7 @@ static inline void drec_flat_apply(struct drec_flat *f, const struct drecorder *
 	}
 }
 
+/* f holds the file at path. */
 static inline void drec_flat_load(struct drec_flat *f, const char *path)
 {
 	gchar *contents;
@@ -390,8 +405,9 @@ static inline uint32_t drec_sectors(const struct drec *x)
 
 /* Write the s-th sector x covers into fd, whole, as x left it (a
  * sector is atomic), clipped to fsize for a zeroed range. */
-static inline void drec_put_sector(int fd, const struct drecorder *r, const struct drec *x,
-		       uint32_t s, uint64_t fsize)
+static inline void drec_put_sector(int fd, const struct drecorder *r,
+				   const struct drec *x, uint32_t s,
+				   uint64_t fsize)
 {
 	uint64_t off = (x->off / DREC_SECTOR + s) * DREC_SECTOR;
 	uint32_t n = DREC_SECTOR;
@@ -419,7 +435,8 @@ static inline void drec_put_sector(int fd, const struct drecorder *r, const stru
  * inside a sector rewrites that whole sector.  Image writes are whole
  * sectors.
  */
-static inline void drec_resolve_zero_edges(struct drecorder *r, const struct drec_flat *first)
+static inline void drec_resolve_zero_edges(struct drecorder *r,
+					   const struct drec_flat *first)
 {
 	struct drec_flat live = { 0 };
 	guint i;
@@ -457,9 +474,10 @@ struct drec_tail_stats {
 /* Apply the uncovered image writes and zeroed ranges seg to fd: shuffled,
  * each dropped, torn or whole; a dropped or torn extending write may
  * still have moved the size. */
-static inline void drec_apply_segment(int fd, const struct drecorder *r, GArray *seg,
-			  uint64_t *fsize, struct test_rng *rng,
-			  struct drec_tail_stats *ts)
+static inline void drec_apply_segment(int fd, const struct drecorder *r,
+				      GArray *seg, uint64_t *fsize,
+				      struct test_rng *rng,
+				      struct drec_tail_stats *ts)
 {
 	guint i, j, loose = 0;
 
@@ -529,6 +547,7 @@ struct drec_replay {
 	guint flushed, started;	/* ops [0, flushed) flushed */
 };
 
+/* Move rp to cut: count the records before it, extend the base. */
 static inline void drec_replay_advance(struct drec_replay *rp, guint cut)
 {
 	const struct drecorder *r = rp->r;
@@ -556,8 +575,9 @@ static inline void drec_replay_advance(struct drec_replay *rp, guint cut)
 }
 
 /* Write the image a cut leaves at path. */
-static inline void drec_write_image(const char *path, struct drec_replay *rp, guint cut,
-			struct test_rng *rng, struct drec_tail_stats *ts)
+static inline void drec_write_image(const char *path, struct drec_replay *rp,
+				    guint cut, struct test_rng *rng,
+				    struct drec_tail_stats *ts)
 {
 	const struct drecorder *r = rp->r;
 	GArray *seg = g_array_new(FALSE, FALSE, sizeof(guint));
@@ -594,8 +614,9 @@ static inline void drec_write_image(const char *path, struct drec_replay *rp, gu
 /* Write the sidecars a cut leaves into dir: the names as their
  * directory's syncs (and luck) left them, each file's contents as its
  * own syncs (and luck) left them.  How many into *nr. */
-static inline void drec_write_sidecars(const char *dir, struct drec_replay *rp, guint cut,
-			   struct test_rng *rng, guint *nr)
+static inline void drec_write_sidecars(const char *dir, struct drec_replay *rp,
+				       guint cut, struct test_rng *rng,
+				       guint *nr)
 {
 	const struct drecorder *r = rp->r;
 	guint nfiles = r->files->len, nnames = r->names->len, i;
@@ -671,7 +692,8 @@ static inline void drec_write_sidecars(const char *dir, struct drec_replay *rp, 
 }
 
 /* Remove the sidecars (any name the log knows) from dir. */
-static inline void drec_remove_sidecars(const char *dir, const struct drecorder *r)
+static inline void drec_remove_sidecars(const char *dir,
+					const struct drecorder *r)
 {
 	guint i;
 
