@@ -611,6 +611,8 @@ static int sector_origin(GArray *ops, guint s, const unsigned char *got)
 	return found;
 }
 
+/* The recovered image at path: size, and every sector, read with plain
+ * pread after the backend closed it (what a later open serves). */
 static void check_cut(const char *path, const struct expect *e,
 		      const struct cut_info *ci, GArray *ops)
 {
@@ -621,7 +623,7 @@ static void check_cut(const char *path, const struct expect *e,
 	uint64_t size;
 	ssize_t n;
 	guint s;
-	int ret;
+	int ret, fd;
 
 	ret = open_image(path, &b);
 	ck_assert_msg(ret == 0, CUT_FMT ": open read-write: expected 0, got %d",
@@ -639,10 +641,21 @@ static void check_cut(const char *path, const struct expect *e,
 		      CUT_FMT ": size %llu: expected at most %llu, more than the workload ever wrote",
 		      CUT_ARGS(ci), (unsigned long long)size,
 		      (unsigned long long)IMG_CAP);
-	n = backend_pread(b, back, size, 0);
+	backend_close(b);
+	/* Recovery made its result durable and a second open agrees. */
+	ret = open_image(path, &b);
+	ck_assert_msg(ret == 0 && (uint64_t)backend_get_size(b) == size,
+		      CUT_FMT ": open again: expected 0 and size %llu, got %d and %lld",
+		      CUT_ARGS(ci), (unsigned long long)size, ret,
+		      ret ? -1LL : (long long)backend_get_size(b));
+	backend_close(b);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_msg(fd >= 0, "open %s", path);
+	n = pread(fd, back, size, 0);
+	close(fd);
 	ck_assert_msg(n == (ssize_t)size,
-		      CUT_FMT ": read %llu bytes: got %zd", CUT_ARGS(ci),
-		      (unsigned long long)size, n);
+		      CUT_FMT ": read %llu bytes of the file: got %zd",
+		      CUT_ARGS(ci), (unsigned long long)size, n);
 	for (s = 0; (uint64_t)s * SECTOR < size; s++) {
 		const unsigned char *got = back + (size_t)s * SECTOR;
 
@@ -660,7 +673,6 @@ static void check_cut(const char *path, const struct expect *e,
 				      "something else than the flushed data" :
 				      "something past every size the image had since the flush");
 	}
-	backend_close(b);
 	g_free(back);
 	g_free(record);
 	g_free(tmp);
