@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -100,7 +101,8 @@ static inline void dioloop_iorec_truncate(int fd, uint64_t size)
 		r->truncate(r, fd, size);
 }
 
-/* Report that name was created in dirfd; fd is the new file. */
+/* Report that name was created in dirfd; fd is the new file.  Call it
+ * before the file is written: the recorder knows a sidecar from then. */
 static inline void dioloop_iorec_created(int dirfd, const char *name, int fd)
 {
 	struct dioloop_iorec *r = dioloop_iorec_get();
@@ -112,7 +114,7 @@ static inline void dioloop_iorec_created(int dirfd, const char *name, int fd)
 }
 
 /* fsync (data_only: fdatasync) of fd, reported as a flush. */
-static inline int dioloop_iorec_sync(int fd, int data_only)
+static inline int dioloop_iorec_sync(int fd, bool data_only)
 {
 	struct dioloop_iorec *r = dioloop_iorec_get();
 	uint64_t token = r ? r->flush_begin(r, fd) : 0;
@@ -127,12 +129,12 @@ static inline int dioloop_iorec_sync(int fd, int data_only)
 
 static inline int dioloop_iorec_fsync(int fd)
 {
-	return dioloop_iorec_sync(fd, 0);
+	return dioloop_iorec_sync(fd, false);
 }
 
 static inline int dioloop_iorec_fdatasync(int fd)
 {
-	return dioloop_iorec_sync(fd, 1);
+	return dioloop_iorec_sync(fd, true);
 }
 
 static inline ssize_t dioloop_iorec_pwrite(int fd, const void *buf,
