@@ -861,6 +861,102 @@ START_TEST(test_raw_powercut_sync_image)
 }
 END_TEST
 
+/* n cut points among the records logged after time after (or the end),
+ * sorted. */
+static GArray *pick_cuts_after(GArray *times, uint64_t after, unsigned int n,
+			       struct test_rng *rng)
+{
+	GArray *cuts = g_array_new(FALSE, FALSE, sizeof(guint));
+	guint first = 0, i;
+
+	while (first < times->len &&
+	       g_array_index(times, uint64_t, first) <= after)
+		first++;
+	for (i = 0; i < n; i++) {
+		guint c = (guint)test_rng_range(rng, first, times->len);
+
+		g_array_append_val(cuts, c);
+	}
+	g_array_sort(cuts, guint_cmp);
+	return cuts;
+}
+
+/*
+ * The cuts of a log the daemon wrote (DIOLOOP_IOREC_LOG), for
+ * tests/integration/test-powercut-raw.sh, which checks them (the inner
+ * file system mounts, is clean, keeps its fsync'd files):
+ *   DIOLOOP_POWERCUT_LOG    the log
+ *   DIOLOOP_POWERCUT_IMAGE  the image it served (still there: its inode)
+ *   DIOLOOP_POWERCUT_BASE   a copy of that image from before the log
+ *   DIOLOOP_POWERCUT_OUT    where cut<k>/ (the directory a cut leaves)
+ *                           and cut<k>.time (the time of the first record
+ *                           the cut lost, microseconds of CLOCK_MONOTONIC,
+ *                           or "end") go
+ *   DIOLOOP_POWERCUT_CUTS   how many cuts
+ *   DIOLOOP_POWERCUT_AFTER  cut only records logged after this time
+ */
+START_TEST(test_raw_powercut_replay_daemon_log)
+{
+	const char *image = getenv("DIOLOOP_POWERCUT_IMAGE");
+	const char *out = getenv("DIOLOOP_POWERCUT_OUT");
+	char *name = g_path_get_basename(image);
+	GArray *times = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	struct drecorder *r = drecorder_new(image);
+	struct drec_replay rp = { .r = r };
+	const char *after_env = getenv("DIOLOOP_POWERCUT_AFTER");
+	uint64_t after = after_env ? strtoull(after_env, NULL, 10) : 0;
+	struct test_rng rng;
+	GArray *cuts;
+	guint k;
+
+	ck_assert_msg(out && getenv("DIOLOOP_POWERCUT_BASE"),
+		      "DIOLOOP_POWERCUT_OUT and _BASE are set");
+	test_rng_init(&rng, 4);
+	drec_load_file_log(r, getenv("DIOLOOP_POWERCUT_LOG"), times);
+	rp.durable = g_new0(guint, r->files->len);
+	drec_flat_load(&rp.base, getenv("DIOLOOP_POWERCUT_BASE"));
+	drec_resolve_zero_edges(r, &rp.base);
+	cuts = pick_cuts_after(times, after, nr_cuts(8), &rng);
+	fprintf(stderr, "%u records (%u image writes, %u image syncs, %u orphan record creates); %u cuts\n",
+		r->recs->len, drec_count(r, DREC_WRITE, DREC_IMAGE),
+		drec_count(r, DREC_FLUSH_END, DREC_IMAGE),
+		drec_count(r, DREC_CREATE, DREC_NONE), cuts->len);
+	for (k = 0; k < cuts->len; k++) {
+		guint cut = g_array_index(cuts, guint, k);
+		char *dir = g_strdup_printf("%s/cut%u", out, k);
+		char *path = g_build_filename(dir, name, NULL);
+		char *tfile = g_strdup_printf("%s.time", dir);
+		char *t = cut < times->len ?
+			g_strdup_printf("%llu\n", (unsigned long long)
+					g_array_index(times, uint64_t, cut)) :
+			g_strdup("end\n");
+		struct drec_tail_stats ts = { 0 };
+		guint sidecars;
+
+		ck_assert_msg(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir,
+			      g_strerror(errno));
+		drec_replay_advance(&rp, cut);
+		drec_write_image(path, &rp, cut, &rng, &ts);
+		drec_write_sidecars(dir, &rp, cut, &rng, &sidecars);
+		ck_assert_msg(g_file_set_contents(tfile, t, -1, NULL), "write %s",
+			      tfile);
+		fprintf(stderr, "cut%u: at record %u of %u, image durable up to %u; %u image writes uncertain: %u kept, %u torn, %u moved the size only; %u sidecars\n",
+			k, cut, r->recs->len, rp.durable[DREC_IMAGE],
+			ts.uncertain, ts.kept, ts.torn, ts.size_only, sidecars);
+		g_free(t);
+		g_free(tfile);
+		g_free(path);
+		g_free(dir);
+	}
+	g_array_free(cuts, TRUE);
+	g_free(rp.base.mem);
+	g_free(rp.durable);
+	drecorder_free(r);
+	g_array_free(times, TRUE);
+	g_free(name);
+}
+END_TEST
+
 /* Recovery logs every truncation it makes: hundreds per run. */
 static void quiet_log(const gchar *domain, GLogLevelFlags level,
 		      const gchar *msg, gpointer data)
@@ -878,9 +974,14 @@ int main(void)
 		g_log_set_handler(NULL, G_LOG_LEVEL_WARNING |
 					G_LOG_LEVEL_MESSAGE, quiet_log, NULL);
 	tcase_set_timeout(tc, 900);
-	tcase_add_test(tc, test_raw_powercut_flushed_writes_survive);
-	tcase_add_test(tc, test_raw_powercut_growing_image);
-	tcase_add_test(tc, test_raw_powercut_sync_image);
+	if (getenv("DIOLOOP_POWERCUT_LOG")) {
+		/* Only the cuts of a daemon's log, for its script. */
+		tcase_add_test(tc, test_raw_powercut_replay_daemon_log);
+	} else {
+		tcase_add_test(tc, test_raw_powercut_flushed_writes_survive);
+		tcase_add_test(tc, test_raw_powercut_growing_image);
+		tcase_add_test(tc, test_raw_powercut_sync_image);
+	}
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }

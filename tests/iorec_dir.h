@@ -30,10 +30,13 @@
 #include <sys/stat.h>
 
 #include "backends/iorec.h"
+#include "backends/iorec_file.h"
 #include "tests/testutil.h"
 
 /* The unit a disk writes atomically: a torn write keeps some of them. */
 #define DREC_SECTOR 512u
+/* Pieces of a copy's base left as holes when all zeros. */
+#define DREC_PIECE ((size_t)64 * 1024)
 
 enum drec_kind {
 	DREC_WRITE,		/* len bytes at off, at data in the log */
@@ -89,23 +92,30 @@ static inline uint64_t drec_append(struct drecorder *r, const struct drec *x)
 	return r->recs->len - 1;
 }
 
-/* The file fd is open on, DREC_NONE when not followed (by lock).  The
+/* The file dev:ino is, DREC_NONE when not followed (by lock).  The
  * newest file with that inode: older ones were unlinked. */
-static inline uint16_t drec_file_of(struct drecorder *r, int fd)
+static inline uint16_t drec_file_id(struct drecorder *r, dev_t dev, ino_t ino)
 {
-	struct stat st;
 	guint i;
 
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return DREC_NONE;
 	for (i = r->files->len; i-- > 0;) {
 		const struct drec_file *f = &g_array_index(r->files,
 							   struct drec_file, i);
 
-		if (f->dev == st.st_dev && f->ino == st.st_ino)
+		if (f->dev == dev && f->ino == ino)
 			return (uint16_t)i;
 	}
 	return DREC_NONE;
+}
+
+/* The file fd is open on, DREC_NONE when not followed (by lock). */
+static inline uint16_t drec_file_of(struct drecorder *r, int fd)
+{
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return DREC_NONE;
+	return drec_file_id(r, st.st_dev, st.st_ino);
 }
 
 /* Index of name in names, added when new (by lock). */
@@ -220,31 +230,24 @@ static inline void drec_fallocate(struct dioloop_iorec *h, int fd, int mode,
 }
 
 /* A name of the image's directory changed. */
-static inline void drec_name_op(struct dioloop_iorec *h, int dirfd,
-				enum dioloop_iorec_name_op op,
-				const char *name, const char *new_name,
-				int fd)
+/* Log a name change of the directory; a created file is new (by
+ * lock). */
+static inline void drec_name_change(struct drecorder *r,
+				    enum dioloop_iorec_name_op op,
+				    const char *name, const char *new_name,
+				    dev_t new_dev, ino_t new_ino)
 {
-	struct drecorder *r = (struct drecorder *)h;
 	struct drec x = { 0 };
 	uint16_t *live;
-	struct stat st;
 
-	g_mutex_lock(&r->lock);
-	if (drec_file_of(r, dirfd) != DREC_DIR) {
-		g_mutex_unlock(&r->lock);
-		return;
-	}
 	x.name = drec_name(r, name);
 	live = &g_array_index(r->live, uint16_t, x.name);
 	switch (op) {
 	case DIOLOOP_IOREC_CREATE:
 		x.kind = DREC_CREATE;
 		if (*live == DREC_NONE) {
-			struct drec_file f;
+			struct drec_file f = { new_dev, new_ino };
 
-			ck_assert_msg(fstat(fd, &st) == 0, "fstat a new sidecar");
-			f = (struct drec_file){ st.st_dev, st.st_ino };
 			g_array_append_val(r->files, f);
 			*live = (uint16_t)(r->files->len - 1);
 		}
@@ -265,7 +268,109 @@ static inline void drec_name_op(struct dioloop_iorec *h, int dirfd,
 		break;
 	}
 	drec_append(r, &x);
+}
+
+static inline void drec_name_op(struct dioloop_iorec *h, int dirfd,
+				enum dioloop_iorec_name_op op,
+				const char *name, const char *new_name,
+				int fd)
+{
+	struct drecorder *r = (struct drecorder *)h;
+	struct stat st = { 0 };
+
+	g_mutex_lock(&r->lock);
+	if (drec_file_of(r, dirfd) == DREC_DIR) {
+		ck_assert_msg(op != DIOLOOP_IOREC_CREATE || fstat(fd, &st) == 0,
+			      "fstat a new sidecar");
+		drec_name_change(r, op, name, new_name, st.st_dev, st.st_ino);
+	}
 	g_mutex_unlock(&r->lock);
+}
+
+/*
+ * Fill r from a log an iorec_file.h recorder wrote (a daemon's): the
+ * records of r's image, its directory and the sidecars created there, in
+ * order; times gets each record's time (uint64_t, microseconds of
+ * CLOCK_MONOTONIC).  r must be new (no recorder installed).
+ */
+static inline void drec_load_file_log(struct drecorder *r, const char *log,
+				      GArray *times)
+{
+	GArray *begun = g_array_new(FALSE, TRUE, sizeof(guint));
+	struct dioloop_iorec_file_rec h;
+	gchar *buf;
+	gsize len, pos = 0;
+	guint i;
+
+	ck_assert_msg(g_file_get_contents(log, &buf, &len, NULL), "read %s",
+		      log);
+	while (pos + sizeof(h) <= len) {
+		const char *p = buf + pos + sizeof(h);
+		struct drec x = { .file = DREC_NONE };
+		guint before = r->recs->len;
+
+		memcpy(&h, buf + pos, sizeof(h));
+		pos += sizeof(h) + h.payload;
+		ck_assert_msg(pos <= len, "%s: record %llu is whole", log,
+			      (unsigned long long)h.seq);
+		x.file = drec_file_id(r, (dev_t)h.dev, (ino_t)h.ino);
+		switch (h.kind) {
+		case DIOLOOP_IOREC_FILE_WRITE:
+		case DIOLOOP_IOREC_FILE_SIZE:
+		case DIOLOOP_IOREC_FILE_ZERO:
+			if (x.file == DREC_NONE)
+				break;
+			x.kind = h.kind == DIOLOOP_IOREC_FILE_WRITE ? DREC_WRITE :
+				 h.kind == DIOLOOP_IOREC_FILE_SIZE ? DREC_SIZE :
+								     DREC_ZERO;
+			x.off = h.off;
+			x.len = (uint32_t)h.len;
+			x.dsync = h.dsync;
+			x.data = r->data->len;
+			if (x.kind == DREC_WRITE)
+				g_byte_array_append(r->data, (const guint8 *)p,
+						    h.payload);
+			drec_append(r, &x);
+			break;
+		case DIOLOOP_IOREC_FILE_FLUSH_BEGIN:
+			if (x.file == DREC_NONE)
+				break;
+			x.kind = DREC_FLUSH_BEGIN;
+			if (begun->len <= h.seq)
+				g_array_set_size(begun, (guint)h.seq + 1);
+			g_array_index(begun, guint, h.seq) = drec_append(r, &x) + 1;
+			break;
+		case DIOLOOP_IOREC_FILE_FLUSH_END:
+			if (h.token >= begun->len ||
+			    !g_array_index(begun, guint, h.token))
+				break;
+			x.kind = DREC_FLUSH_END;
+			x.token = g_array_index(begun, guint, h.token);
+			x.res = h.res;
+			x.file = g_array_index(r->recs, struct drec,
+					       x.token - 1).file;
+			drec_append(r, &x);
+			break;
+		default:
+			if (x.file != DREC_DIR)
+				break;
+			drec_name_change(r,
+				h.kind == DIOLOOP_IOREC_FILE_CREATE ?
+					DIOLOOP_IOREC_CREATE :
+				h.kind == DIOLOOP_IOREC_FILE_UNLINK ?
+					DIOLOOP_IOREC_UNLINK :
+					DIOLOOP_IOREC_RENAME,
+				p, h.kind == DIOLOOP_IOREC_FILE_RENAME ?
+					   p + strlen(p) + 1 : NULL,
+				(dev_t)h.new_dev, (ino_t)h.new_ino);
+			break;
+		}
+		for (i = before; i < r->recs->len; i++)
+			g_array_append_val(times, h.time_us);
+	}
+	ck_assert_msg(pos == len, "%s: ends with a whole record", log);
+	g_array_free(begun, TRUE);
+	g_free(buf);
 }
 
 /* A workload event: kind DREC_OP_BEGIN or DREC_USER_FLUSH. */
@@ -583,11 +688,22 @@ static inline void drec_write_image(const char *path, struct drec_replay *rp,
 	GArray *seg = g_array_new(FALSE, FALSE, sizeof(guint));
 	uint64_t fsize = rp->base.size;
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	size_t at;
 	guint i;
 
 	ck_assert_msg(fd >= 0, "create %s: %s", path, g_strerror(errno));
-	ck_assert_msg(pwrite(fd, rp->base.mem, rp->base.size, 0) ==
-			      (ssize_t)rp->base.size, "write the base of the copy");
+	ck_assert_msg(ftruncate(fd, (off_t)rp->base.size) == 0,
+		      "size the copy");
+	/* The base, sparse: pieces of zeros stay holes. */
+	for (at = 0; at < rp->base.size; at += DREC_PIECE) {
+		size_t n = MIN(DREC_PIECE, rp->base.size - at);
+		const unsigned char *p = rp->base.mem + at;
+
+		if (p[0] == 0 && !memcmp(p, p + 1, n - 1))
+			continue;
+		ck_assert_msg(pwrite(fd, p, n, (off_t)at) == (ssize_t)n,
+			      "write the base of the copy");
+	}
 	for (i = rp->durable[DREC_IMAGE]; i <= cut; i++) {
 		const struct drec *x = i < cut ?
 			&g_array_index(r->recs, struct drec, i) : NULL;
