@@ -12,9 +12,10 @@
  * Files are told apart by device and inode; a sidecar gets a new number
  * each time its name is created afresh (inode numbers are reused).
  *
- * The second half replays a prefix of such a log into a copy of the
- * directory as a power cut there could have left it (drec_replay_*,
- * drec_write_*): see check_raw_powercut.c for the rules.
+ * drec_load_file_log() builds the same log from the file a daemon wrote
+ * (backends/iorec_file.h).  The second half replays a prefix of a log
+ * into a copy of the directory as a power cut there could have left it
+ * (drec_replay_*, drec_write_*): see check_raw_powercut.c for the rules.
  * Header-only like iorec_log.h.
  */
 #ifndef DIOLOOP_TESTS_IOREC_DIR_H
