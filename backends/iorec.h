@@ -14,15 +14,36 @@
  *             it is issued (the writes reported before it are the ones it
  *             covers), flush_end when it returned res (0 or -errno).
  *   truncate  ftruncate/fallocate that changed fd's size to size.
+ *   fallocate (optional) a PUNCH_HOLE or ZERO_RANGE of fd that succeeded.
+ *   name      (optional) a name in directory dirfd changed: a file was
+ *             created (fd: the new file, open), unlinked, or renamed to
+ *             new_name.  Sidecars such as raw's orphan record.
  * Callbacks run on whatever thread did the I/O and must be thread-safe.
+ *
+ * The dioloop_iorec_<syscall>() wrappers below make the call and report
+ * it, so that a call a build leaves out is also missing from the log.
+ * They behave as the system call: 0 (or bytes), or -1 and errno, which
+ * the hook leaves unchanged.  Synchronous calls only; aio reports its own
+ * (aio.c).
  */
 #ifndef DIOLOOP_IOREC_H
 #define DIOLOOP_IOREC_H
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <unistd.h>
+
+enum dioloop_iorec_name_op {
+	DIOLOOP_IOREC_CREATE,
+	DIOLOOP_IOREC_UNLINK,
+	DIOLOOP_IOREC_RENAME,
+};
 
 struct dioloop_iorec {
 	void (*write)(struct dioloop_iorec *r, int fd, const struct iovec *iov,
@@ -32,6 +53,12 @@ struct dioloop_iorec {
 	void (*flush_end)(struct dioloop_iorec *r, int fd, uint64_t token,
 			  int res);
 	void (*truncate)(struct dioloop_iorec *r, int fd, uint64_t size);
+	/* Optional: NULL when the recorder does not follow them. */
+	void (*fallocate)(struct dioloop_iorec *r, int fd, int mode,
+			  uint64_t off, uint64_t len);
+	void (*name)(struct dioloop_iorec *r, int dirfd,
+		     enum dioloop_iorec_name_op op, const char *name,
+		     const char *new_name, int fd);
 };
 
 /* The installed recorder, or NULL.  Set it before opening the backend. */
@@ -72,6 +99,109 @@ static inline void dioloop_iorec_truncate(int fd, uint64_t size)
 
 	if (r)
 		r->truncate(r, fd, size);
+}
+
+/* Report that name was created in dirfd; fd is the new file.  Call it
+ * before the file is written: the recorder knows a sidecar from then. */
+static inline void dioloop_iorec_created(int dirfd, const char *name, int fd)
+{
+	struct dioloop_iorec *r = dioloop_iorec_get();
+	int saved = errno;
+
+	if (r && r->name)
+		r->name(r, dirfd, DIOLOOP_IOREC_CREATE, name, NULL, fd);
+	errno = saved;
+}
+
+/* fsync (data_only: fdatasync) of fd, reported as a flush. */
+static inline int dioloop_iorec_sync(int fd, bool data_only)
+{
+	struct dioloop_iorec *r = dioloop_iorec_get();
+	uint64_t token = r ? r->flush_begin(r, fd) : 0;
+	int ret = data_only ? fdatasync(fd) : fsync(fd);
+	int saved = errno;
+
+	if (r)
+		r->flush_end(r, fd, token, ret < 0 ? -saved : 0);
+	errno = saved;
+	return ret;
+}
+
+static inline int dioloop_iorec_fsync(int fd)
+{
+	return dioloop_iorec_sync(fd, false);
+}
+
+static inline int dioloop_iorec_fdatasync(int fd)
+{
+	return dioloop_iorec_sync(fd, true);
+}
+
+static inline ssize_t dioloop_iorec_pwrite(int fd, const void *buf,
+					   size_t len, off_t off)
+{
+	struct dioloop_iorec *r = dioloop_iorec_get();
+	ssize_t n = pwrite(fd, buf, len, off);
+	int saved = errno;
+
+	if (r) {
+		struct iovec one = { (void *)buf, len };
+
+		r->write(r, fd, &one, 1, (uint64_t)off, n < 0 ? -saved : n);
+	}
+	errno = saved;
+	return n;
+}
+
+static inline int dioloop_iorec_ftruncate(int fd, off_t size)
+{
+	int ret = ftruncate(fd, size);
+	int saved = errno;
+
+	if (ret == 0)
+		dioloop_iorec_truncate(fd, (uint64_t)size);
+	errno = saved;
+	return ret;
+}
+
+static inline int dioloop_iorec_fallocate(int fd, int mode, off_t off,
+					  off_t len)
+{
+	struct dioloop_iorec *r = dioloop_iorec_get();
+	int ret = fallocate(fd, mode, off, len);
+	int saved = errno;
+
+	if (ret == 0 && r && r->fallocate)
+		r->fallocate(r, fd, mode, (uint64_t)off, (uint64_t)len);
+	errno = saved;
+	return ret;
+}
+
+static inline int dioloop_iorec_unlinkat(int dirfd, const char *name,
+					 int flags)
+{
+	struct dioloop_iorec *r = dioloop_iorec_get();
+	int ret = unlinkat(dirfd, name, flags);
+	int saved = errno;
+
+	if (ret == 0 && r && r->name)
+		r->name(r, dirfd, DIOLOOP_IOREC_UNLINK, name, NULL, -1);
+	errno = saved;
+	return ret;
+}
+
+static inline int dioloop_iorec_renameat(int dirfd, const char *name,
+					 int new_dirfd, const char *new_name)
+{
+	struct dioloop_iorec *r = dioloop_iorec_get();
+	int ret = renameat(dirfd, name, new_dirfd, new_name);
+	int saved = errno;
+
+	/* Both names in one directory: the only renames the daemon makes. */
+	if (ret == 0 && r && r->name)
+		r->name(r, dirfd, DIOLOOP_IOREC_RENAME, name, new_name, -1);
+	errno = saved;
+	return ret;
 }
 
 #endif

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/iorec.h"
+
 #define SIDECAR_MODE 0600
 
 int sidecar_create(int dirfd, const char *name)
@@ -21,19 +23,22 @@ int sidecar_create(int dirfd, const char *name)
 	if (fd < 0 && errno == EEXIST) {
 		/* Ours left by a crash, or planted: the entry goes (a
 		 * symlink is removed, not followed), nothing is written. */
-		if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+		if (dioloop_iorec_unlinkat(dirfd, name, 0) < 0 &&
+		    errno != ENOENT)
 			return -errno;
 		fd = openat(dirfd, name, flags, SIDECAR_MODE);
 	}
 	if (fd < 0)
 		return -errno;
+	/* A power-cut recorder sees the new file before it is written. */
+	dioloop_iorec_created(dirfd, name, fd);
 	/* The umask may have taken bits away; the mode is part of what
 	 * makes a sidecar ours. */
 	if (fchmod(fd, SIDECAR_MODE) < 0) {
 		int err = -errno;
 
 		close(fd);
-		unlinkat(dirfd, name, 0);
+		dioloop_iorec_unlinkat(dirfd, name, 0);
 		return err;
 	}
 	return fd;
@@ -112,18 +117,18 @@ int sidecar_replace(int dirfd, const char *name, const void *buf,
 	if (fd < 0)
 		return fd;
 	do {
-		n = pwrite(fd, buf, len, 0);
+		n = dioloop_iorec_pwrite(fd, buf, len, 0);
 	} while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)len)
 		err = n < 0 ? -errno : -ENOSPC;
-	else if (fsync(fd) < 0)
+	else if (dioloop_iorec_fsync(fd) < 0)
 		err = -errno;
 	close(fd);
-	if (!err && renameat(dirfd, tmp, dirfd, name) < 0)
+	if (!err && dioloop_iorec_renameat(dirfd, tmp, dirfd, name) < 0)
 		err = -errno;
 	if (err) {
-		unlinkat(dirfd, tmp, 0);
+		dioloop_iorec_unlinkat(dirfd, tmp, 0);
 		return err;
 	}
-	return fsync(dirfd) < 0 ? -errno : 0;
+	return dioloop_iorec_fsync(dirfd) < 0 ? -errno : 0;
 }

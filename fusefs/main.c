@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backends/iorec_file.h"
 #include "fusefs/commands.h"
 
 #ifndef DIOLOOP_VERSION
@@ -116,8 +117,14 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+	const char *iorec_log = g_getenv("DIOLOOP_IOREC_LOG");
 	size_t i;
 
+	/* A test knob (power-cut tests): log what backends do to files. */
+	if (iorec_log && *iorec_log && dioloop_iorec_file_open(iorec_log) < 0) {
+		dioloop_err("DIOLOOP_IOREC_LOG=%s: cannot open it", iorec_log);
+		return DIOLOOP_EXIT_USAGE;
+	}
 	if (argc < 2) {
 		usage(stderr);
 		return DIOLOOP_EXIT_USAGE;

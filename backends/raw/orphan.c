@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/iorec.h"
 #include "backends/sidecar.h"
 
 #define ORPHAN_MAGIC "DLORPHAN"
@@ -161,7 +162,7 @@ void orphan_destroy(struct orphan *o)
 /* fsync the directory: 0 or -errno. */
 static int orphan_sync_dir(struct orphan *o)
 {
-	if (fsync(o->dirfd) < 0) {
+	if (dioloop_iorec_fsync(o->dirfd) < 0) {
 		int err = -errno;
 
 		g_warning("%s: fsync of its directory: %s", o->image,
@@ -186,12 +187,12 @@ static int orphan_write(struct orphan *o, const char *name, uint64_t size,
 		return fd;
 	orphan_encode(buf, size, o->dev, o->ino);
 	do {
-		n = pwrite(fd, buf, sizeof(buf), 0);
+		n = dioloop_iorec_pwrite(fd, buf, sizeof(buf), 0);
 	} while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)sizeof(buf)) {
 		err = n < 0 ? -errno : -ENOSPC;
 		close(fd);
-		unlinkat(o->dirfd, name, 0);
+		dioloop_iorec_unlinkat(o->dirfd, name, 0);
 		return err;
 	}
 	*fdp = fd;
@@ -244,7 +245,7 @@ int orphan_recover(struct orphan *o, int image_fd, bool rdonly,
 	*limit = UINT64_MAX;
 	/* A replacement that never got renamed: the old record (if any)
 	 * still holds, the temporary is garbage. */
-	if (!rdonly && unlinkat(o->dirfd, o->tmp_name, 0) == 0)
+	if (!rdonly && dioloop_iorec_unlinkat(o->dirfd, o->tmp_name, 0) == 0)
 		g_message("%s: removed a half-written orphan record %s",
 			  o->image, o->tmp_name);
 	err = orphan_read(o, &size);
@@ -283,7 +284,8 @@ int orphan_recover(struct orphan *o, int image_fd, bool rdonly,
 	g_warning("%s: crashed during a size extension: truncating from %llu back to the recorded %llu bytes",
 		  o->image, (unsigned long long)st.st_size,
 		  (unsigned long long)size);
-	if (ftruncate(image_fd, (off_t)size) < 0 || fsync(image_fd) < 0) {
+	if (dioloop_iorec_ftruncate(image_fd, (off_t)size) < 0 ||
+	    dioloop_iorec_fsync(image_fd) < 0) {
 		err = -errno;
 		g_warning("%s: truncating to %llu: %s", o->image,
 			  (unsigned long long)size, g_strerror(-err));
@@ -313,7 +315,7 @@ int orphan_update(struct orphan *o, uint64_t size)
 /* Remove the record and fsync the directory.  Blocks. */
 int orphan_remove(struct orphan *o)
 {
-	if (unlinkat(o->dirfd, o->name, 0) < 0 && errno != ENOENT) {
+	if (dioloop_iorec_unlinkat(o->dirfd, o->name, 0) < 0 && errno != ENOENT) {
 		int err = -errno;
 
 		g_warning("%s: removing orphan record %s: %s", o->image,
@@ -349,7 +351,7 @@ static void orphan_async_step(struct dioloop_aio_req *req, long res)
 		if (err < 0) {
 			close(o->fd);
 			o->fd = -1;
-			unlinkat(o->dirfd, o->name, 0);
+			dioloop_iorec_unlinkat(o->dirfd, o->name, 0);
 			o->present = false;
 			break;
 		}
@@ -361,14 +363,15 @@ static void orphan_async_step(struct dioloop_aio_req *req, long res)
 		close(o->fd);
 		o->fd = -1;
 		if (err < 0) {
-			unlinkat(o->dirfd, o->name, 0);
+			dioloop_iorec_unlinkat(o->dirfd, o->name, 0);
 			o->present = false;
 		}
 		break;
 	case ORPHAN_REMOVE_SYNC_IMAGE:
 		if (err < 0)
 			break;
-		if (unlinkat(o->dirfd, o->name, 0) < 0 && errno != ENOENT) {
+		if (dioloop_iorec_unlinkat(o->dirfd, o->name, 0) < 0 &&
+		    errno != ENOENT) {
 			err = -errno;
 			break;
 		}

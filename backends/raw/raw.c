@@ -73,6 +73,7 @@
 #include <unistd.h>
 
 #include "backends/dio.h"
+#include "backends/iorec.h"
 #include "backends/raw/orphan.h"
 
 #define RAW_AIO_DEPTH 256
@@ -490,7 +491,7 @@ static void raw_ext_finish(struct raw *r)
 	if (truncate) {
 		uint64_t size = atomic_load(&r->size);
 
-		if (ftruncate(r->fd, (off_t)size) < 0)
+		if (dioloop_iorec_ftruncate(r->fd, (off_t)size) < 0)
 			g_warning("%s: truncating back to %llu after a failed extending write: %s",
 				  r->b->path, (unsigned long long)size,
 				  g_strerror(errno));
@@ -888,7 +889,7 @@ static void raw_close(struct backend *b)
 
 	g_assert(r->ext.inflight == 0 && r->ext.waiters == NULL);
 	if (r->orphan.present && !r->rdonly) {
-		if (fdatasync(r->fd) < 0)
+		if (dioloop_iorec_fdatasync(r->fd) < 0)
 			g_warning("%s: fdatasync at close: %s; keeping the orphan record",
 				  b->path, g_strerror(errno));
 		else
@@ -974,7 +975,7 @@ static int raw_flush(struct backend *b)
 
 	g_mutex_lock(&r->flush_lock);
 	size = atomic_load(&r->size);
-	if (fdatasync(r->fd) < 0)
+	if (dioloop_iorec_fdatasync(r->fd) < 0)
 		ret = -errno;
 	else if (!r->sync && !r->rdonly)
 		ret = raw_flush_record(r, size);
@@ -1016,7 +1017,7 @@ static int raw_fallocate_locked(struct raw *r, int mode, uint64_t pos,
 	range_lock_init(&rl, round_down_u64(pos, r->ra),
 			round_up_u64(pos + len, r->ra), true, NULL);
 	range_lock_acquire_wait(&b->range_locks, &rl);
-	if (fallocate(r->fd, mode, (off_t)pos, (off_t)len) < 0)
+	if (dioloop_iorec_fallocate(r->fd, mode, (off_t)pos, (off_t)len) < 0)
 		ret = -errno;
 	range_lock_release(&b->range_locks, &rl);
 	return ret;
@@ -1089,7 +1090,8 @@ static int raw_resize(struct backend *b, uint64_t new_size)
 	if (new_size % r->ra)
 		return -EINVAL;
 	g_mutex_lock(&r->flush_lock);
-	if (ftruncate(r->fd, (off_t)new_size) < 0 || fdatasync(r->fd) < 0) {
+	if (dioloop_iorec_ftruncate(r->fd, (off_t)new_size) < 0 ||
+	    dioloop_iorec_fdatasync(r->fd) < 0) {
 		ret = -errno;
 		goto out;
 	}
