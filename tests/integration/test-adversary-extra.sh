@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# More of the trust boundary (see test-adversary.sh): root runs the daemon
+# with allow_other, an unprivileged user (nobody) uses the mount and
+# writes SOURCE.
+#  - a migration does not open an image up: a node nobody could read
+#    before is not readable after it, and the image's owner keeps it;
+#  - an old orphan record of root's, kept aside through a hard link
+#    (fs.protected_hardlinks=0) and put back in a sticky SOURCE, does not
+#    truncate the image it was written for once that image has grown and
+#    been flushed;
+#  - a redirect renamed to another image name does not make that name
+#    serve the migration's destination.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+it_begin "trust boundary, more: migrations, replayed orphan records, renamed redirects" setpriv
+
+USER_ID=$(id -u nobody 2>/dev/null) || it_skip "no user 'nobody'"
+GROUP_ID=$(id -g nobody)
+AS_USER=(setpriv --reuid="$USER_ID" --regid="$GROUP_ID" --clear-groups --)
+HARDLINKS=/proc/sys/fs/protected_hardlinks
+HARDLINKS_WAS=$(cat "$HARDLINKS" 2>/dev/null)
+
+# The sysctl is changed only around single links, and put back by the
+# EXIT trap too.
+restore_hardlinks() {
+	[[ -n $HARDLINKS_WAS && $(cat "$HARDLINKS" 2>/dev/null) != "$HARDLINKS_WAS" ]] &&
+		echo "$HARDLINKS_WAS" >"$HARDLINKS"
+	return 0
+}
+trap 'rc=$?; restore_hardlinks; (exit $rc); it_cleanup' EXIT
+
+chmod 0711 "$IT_TMP"
+U=$IT_TMP/user
+DST=$IT_TMP/dst			# root's migration destinations
+mkdir -p "$U" "$DST"
+cp "$IT_DIR/nodeio.py" "$U/"
+chown -R "$USER_ID:$GROUP_ID" "$U"
+
+as_user() {
+	"${AS_USER[@]}" "$@"
+}
+user_io() {
+	as_user "$IT_PY" "$U/nodeio.py" "$@" 2>&1
+}
+# as_user_link TARGET NAME: a hard link made by the user while
+# fs.protected_hardlinks is 0.
+as_user_link() {
+	local rc=0
+	echo 0 >"$HARDLINKS" || return 1
+	as_user ln -- "$1" "$2" || rc=$?
+	restore_hardlinks
+	return "$rc"
+}
+
+it_log "---- a migration keeps who may read and write the node"
+SRC=$IT_TMP/src
+MNT=$IT_TMP/mnt
+mkdir -p "$SRC"
+chown "$USER_ID:$GROUP_ID" "$SRC"
+must "dioloop create secret.img (root's, 0600)" "$DIOLOOP_BIN" create --size 4M "$SRC/secret.img"
+chmod 0600 "$SRC/secret.img"
+nodeio pwrite "$SRC/secret.img" 0 65536 21 >/dev/null
+must "dioloop create secret.cow (root's, 0600)" "$DIOLOOP_BIN" create --format cow --size 4M "$SRC/secret.cow"
+chmod 0600 "$SRC/secret.cow"
+must "dioloop create mine.img (the user's, 0600)" as_user "$DIOLOOP_BIN" create --size 4M "$SRC/mine.img"
+as_user chmod 0600 "$SRC/mine.img"
+start_daemon "$SRC" "$MNT" -o allow_other
+PID=$DAEMON_PID
+expect_io "cow: root writes secret.cow" "ok 65536" pwrite "$MNT/secret.cow" 0 65536 22
+expect_eq "before: the user cannot read secret.img" "err EACCES" \
+	"$(user_io pread "$MNT/secret.img" 0 4096)"
+expect_eq "before: the user writes mine.img" "ok 4096" \
+	"$(user_io pwrite "$MNT/mine.img" 0 4096 23)"
+expect_ok "migrate secret.img (raw)" "$DIOLOOP_BIN" migrate "$MNT/secret.img" "$DST/secret.raw"
+expect_ok "migrate secret.cow (cow)" "$DIOLOOP_BIN" migrate "$MNT/secret.cow" "$DST/secret.cow"
+expect_ok "migrate mine.img" "$DIOLOOP_BIN" migrate "$MNT/mine.img" "$DST/mine.raw"
+expect_eq "after: the user still cannot read secret.img" "err EACCES" \
+	"$(user_io pread "$MNT/secret.img" 0 4096)"
+expect_eq "after: the user still cannot read secret.cow" "err EACCES" \
+	"$(user_io pread "$MNT/secret.cow" 0 4096)"
+expect_eq "after: secret.img's mode and owner" "600 0" "$(stat -c '%a %u' "$MNT/secret.img")"
+expect_eq "after: mine.img's mode and owner" "600 $USER_ID" "$(stat -c '%a %u' "$MNT/mine.img")"
+expect_eq "after: the user still writes mine.img" "ok 4096" \
+	"$(user_io pwrite "$MNT/mine.img" 4096 4096 24)"
+dioloop_umount "$MNT"
+daemon_wait "$PID"
+
+it_log "---- an old orphan record put back in a sticky SOURCE"
+if [[ -z $HARDLINKS_WAS ]] || ! echo "$HARDLINKS_WAS" >"$HARDLINKS" 2>/dev/null; then
+	it_log "cannot set $HARDLINKS here: case left out"
+else
+	SSRC=$IT_TMP/sticky
+	SMNT=$IT_TMP/smnt
+	mkdir -p "$SSRC"
+	chmod 1777 "$SSRC"
+	must "dioloop create victim.img (root's, 0644)" "$DIOLOOP_BIN" create --size 4M "$SSRC/victim.img"
+	chmod 0644 "$SSRC/victim.img"
+	must "the user's own directory in SOURCE" as_user mkdir "$SSRC/own"
+	start_daemon "$SSRC" "$SMNT" -o allow_other,growable
+	PID=$DAEMON_PID
+	expect_io "root writes past the end of victim.img" "ok 65536" \
+		pwrite "$SMNT/victim.img" 4194304 65536 31
+	expect_ok "the user links root's live orphan record into a directory of theirs" \
+		as_user_link "$SSRC/.victim.img.dioloop-orphan" "$SSRC/own/kept"
+	expect_io "fsync victim.img (the record goes)" "ok" fsync "$SMNT/victim.img"
+	expect_io "root writes more past the end" "ok 65536" \
+		pwrite "$SMNT/victim.img" 4259840 65536 32
+	expect_io "fsync victim.img" "ok" fsync "$SMNT/victim.img"
+	dioloop_umount "$SMNT"
+	daemon_wait "$PID"
+	expect_eq "victim.img grew" 4325376 "$(stat -c %s "$SSRC/victim.img")"
+	expect_ok "the user links the old record back as victim.img's" \
+		as_user_link "$SSRC/own/kept" "$SSRC/.victim.img.dioloop-orphan"
+	expect_ok "and removes their own name of it (one link left)" \
+		as_user rm -f "$SSRC/own/kept"
+	start_daemon "$SSRC" "$SMNT" -o allow_other
+	PID=$DAEMON_PID
+	expect_eq "victim.img keeps its size" 4325376 "$(stat -c %s "$SMNT/victim.img")"
+	expect_io "root's flushed data is still there" "ok same" \
+		check "$SSRC/victim.img" 4259840 65536 32
+	dioloop_umount "$SMNT"
+	daemon_wait "$PID"
+fi
+expect_eq "fs.protected_hardlinks is as it was" "$HARDLINKS_WAS" "$(cat "$HARDLINKS" 2>/dev/null)"
+
+it_log "---- a redirect renamed to another image name"
+RSRC=$IT_TMP/rsrc
+mkdir -p "$RSRC"
+chown "$USER_ID:$GROUP_ID" "$RSRC"
+must "dioloop create a.img (root's)" "$DIOLOOP_BIN" create --size 4M "$RSRC/a.img"
+start_daemon "$RSRC" "$MNT" -o allow_other
+PID=$DAEMON_PID
+expect_ok "migrate a.img" "$DIOLOOP_BIN" migrate "$MNT/a.img" "$DST/a.raw"
+expect_io "root writes a.img (to the destination)" "ok 65536" pwrite "$MNT/a.img" 0 65536 41
+expect_io "fsync a.img" "ok" fsync "$MNT/a.img"
+dioloop_umount "$MNT"
+daemon_wait "$PID"
+must "the user renames a.img's redirect to c.img's" \
+	as_user mv "$RSRC/.a.img.dioloop-redirect" "$RSRC/.c.img.dioloop-redirect"
+start_daemon "$RSRC" "$MNT" -o allow_other
+PID=$DAEMON_PID
+expect_eq "c.img is not served" "err ENOENT" "$(nodeio open "$MNT/c.img" r 2>&1)"
+expect_eq "c.img is not listed" "a.img" "$(names "$MNT")"
+dioloop_umount "$MNT"
+daemon_wait "$PID"
+expect_eq "the destination holds root's write" "ok same" \
+	"$(nodeio check "$DST/a.raw" 0 65536 41)"
+
+it_end
