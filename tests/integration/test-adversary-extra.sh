@@ -11,7 +11,9 @@
 #    truncate the image it was written for once that image has grown and
 #    been flushed;
 #  - a redirect renamed to another image name does not make that name
-#    serve the migration's destination.
+#    serve the migration's destination;
+#  - cow images planted past the daemon's thread limit (a pids cgroup)
+#    are refused, the daemon lives on and serves the others.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 it_begin "trust boundary, more: migrations, replayed orphan records, renamed redirects" setpriv
@@ -29,7 +31,18 @@ restore_hardlinks() {
 		echo "$HARDLINKS_WAS" >"$HARDLINKS"
 	return 0
 }
-trap 'rc=$?; restore_hardlinks; (exit $rc); it_cleanup' EXIT
+CGROUP=			# a pids cgroup this test made
+CGROUP_PID=		# the daemon in it
+release_cgroup() {
+	[[ -n $CGROUP ]] || return 0
+	if [[ -n $CGROUP_PID ]] && pid_alive "$CGROUP_PID"; then
+		kill -KILL "$CGROUP_PID" 2>/dev/null
+		wait_gone "$CGROUP_PID" 10
+	fi
+	rmdir "$CGROUP" 2>/dev/null && CGROUP=
+	return 0
+}
+trap 'rc=$?; restore_hardlinks; release_cgroup; (exit $rc); it_cleanup' EXIT
 
 chmod 0711 "$IT_TMP"
 U=$IT_TMP/user
@@ -147,5 +160,53 @@ dioloop_umount "$MNT"
 daemon_wait "$PID"
 expect_eq "the destination holds root's write" "ok same" \
 	"$(nodeio check "$DST/a.raw" 0 65536 41)"
+
+it_log "---- cow images past the daemon's thread limit"
+PIDS_ROOT=/sys/fs/cgroup/pids
+[[ -f $PIDS_ROOT/cgroup.procs ]] || PIDS_ROOT=/sys/fs/cgroup
+if ! grep -qw pids "$PIDS_ROOT/cgroup.controllers" 2>/dev/null &&
+	[[ ! -f $PIDS_ROOT/tasks ]]; then
+	it_log "no pids cgroup here: case left out"
+elif ! CGROUP=$(mktemp -d "$PIDS_ROOT/dioloop-$IT_NAME.XXXXXX" 2>/dev/null) ||
+	[[ ! -f $CGROUP/pids.max ]]; then
+	[[ -n $CGROUP ]] && rmdir "$CGROUP" 2>/dev/null
+	CGROUP=
+	it_log "cannot make a pids cgroup here: case left out"
+else
+	CSRC=$IT_TMP/csrc
+	mkdir -p "$CSRC"
+	chown "$USER_ID:$GROUP_ID" "$CSRC"
+	must "dioloop create plain.img (the user's raw image)" \
+		as_user "$DIOLOOP_BIN" create --size 4M "$CSRC/plain.img"
+	# The daemon runs in the cgroup: a wrapper joins it and execs.
+	printf '#!/bin/sh\necho $$ >"%s/cgroup.procs" || exit 1\nexec "%s" "$@"\n' \
+		"$CGROUP" "$DIOLOOP_BIN" >"$IT_TMP/in-cgroup"
+	chmod 0755 "$IT_TMP/in-cgroup"
+	REAL_BIN=$DIOLOOP_BIN
+	DIOLOOP_BIN=$IT_TMP/in-cgroup
+	start_daemon "$CSRC" "$MNT" -o allow_other
+	DIOLOOP_BIN=$REAL_BIN
+	PID=$DAEMON_PID
+	CGROUP_PID=$PID
+	expect_io "plain.img is served" "ok 4096" pwrite "$MNT/plain.img" 0 4096 51
+	# Room for 8 more threads than it has now; each cow image opened
+	# costs one.
+	echo $(($(cat "$CGROUP/pids.current") + 8)) >"$CGROUP/pids.max"
+	for i in $(seq 1 16); do
+		as_user "$DIOLOOP_BIN" create --format cow --size 1M "$CSRC/c$i.img" >/dev/null ||
+			it_die "dioloop create c$i.img"
+	done
+	as_user ls -l "$MNT" >/dev/null 2>&1
+	sleep 1
+	expect_eq "the daemon still runs" yes "$(pid_alive "$PID" && echo yes || echo no)"
+	expect_io "plain.img is still served" "ok same" check "$MNT/plain.img" 0 4096 51
+	echo max >"$CGROUP/pids.max"
+	if pid_alive "$PID"; then
+		dioloop_umount "$MNT"
+		daemon_wait "$PID"
+	fi
+	release_cgroup
+	expect_eq "the cgroup is gone" "" "$CGROUP"
+fi
 
 it_end
