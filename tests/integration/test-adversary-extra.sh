@@ -12,6 +12,8 @@
 #    been flushed;
 #  - a redirect renamed to another image name does not make that name
 #    serve the migration's destination;
+#  - a file planted as IMAGE@VOLUME does not take the place of a volume
+#    of root's cow image (before or after the snapshot is taken);
 #  - cow images planted past the daemon's thread limit (a pids cgroup)
 #    are refused, the daemon lives on and serves the others.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -160,6 +162,37 @@ dioloop_umount "$MNT"
 daemon_wait "$PID"
 expect_eq "the destination holds root's write" "ok same" \
 	"$(nodeio check "$DST/a.raw" 0 65536 41)"
+
+it_log "---- a file planted under the name of a volume of root's cow image"
+VSRC=$IT_TMP/vsrc
+mkdir -p "$VSRC"
+chmod 1777 "$VSRC"
+must "dioloop create vm.cow (root's, 0600)" "$DIOLOOP_BIN" create --format cow --size 4M "$VSRC/vm.cow"
+chmod 0600 "$VSRC/vm.cow"
+plant_volume() { # NAME: the user's raw image with pattern 62
+	as_user "$DIOLOOP_BIN" create --size 4M "$VSRC/$1" >/dev/null &&
+		user_io pwrite "$VSRC/$1" 0 65536 62 >/dev/null
+}
+must "the user plants vm.cow@early" plant_volume vm.cow@early
+start_daemon "$VSRC" "$MNT" -o allow_other
+PID=$DAEMON_PID
+expect_io "root writes vm.cow" "ok 65536" pwrite "$MNT/vm.cow" 0 65536 61
+# Refusing the snapshot would do too; taking it, its node must serve it.
+EARLY=taken
+"$DIOLOOP_BIN" snapshot "$MNT/vm.cow" early >/dev/null 2>&1 || EARLY=refused
+expect_ok "snapshot vm.cow late" "$DIOLOOP_BIN" snapshot "$MNT/vm.cow" late
+expect_io "vm.cow@late is root's snapshot" "ok same" check "$MNT/vm.cow@late" 0 65536 61
+must "the user plants vm.cow@late" plant_volume vm.cow@late
+if [[ $EARLY == taken ]]; then
+	expect_io "vm.cow@early is root's snapshot, not the user's file" "ok same" \
+		check "$MNT/vm.cow@early" 0 65536 61
+else
+	it_ok "a snapshot named after the user's file vm.cow@early is refused"
+fi
+expect_io "vm.cow@late is still root's snapshot" "ok same" \
+	check "$MNT/vm.cow@late" 0 65536 61
+dioloop_umount "$MNT"
+daemon_wait "$PID"
 
 it_log "---- cow images past the daemon's thread limit"
 PIDS_ROOT=/sys/fs/cgroup/pids
