@@ -12,6 +12,8 @@
 #    been flushed;
 #  - a redirect renamed to another image name does not make that name
 #    serve the migration's destination;
+#  - a symlink the user plants to a file in a directory of SOURCE the
+#    user cannot enter does not give the user that file's bytes;
 #  - a file planted as IMAGE@VOLUME does not take the place of a volume
 #    of root's cow image (before or after the snapshot is taken);
 #  - cow images planted past the daemon's thread limit (a pids cgroup)
@@ -162,6 +164,25 @@ dioloop_umount "$MNT"
 daemon_wait "$PID"
 expect_eq "the destination holds root's write" "ok same" \
 	"$(nodeio check "$DST/a.raw" 0 65536 41)"
+
+it_log "---- a symlink into a directory of SOURCE the user cannot enter"
+PSRC=$IT_TMP/psrc
+mkdir -p "$PSRC/private"
+chmod 1777 "$PSRC"
+chmod 0700 "$PSRC/private"
+must "dioloop create private/hidden.img (root's, 0644 in a 0700 directory)" \
+	"$DIOLOOP_BIN" create --size 1M "$PSRC/private/hidden.img"
+chmod 0644 "$PSRC/private/hidden.img"
+nodeio pwrite "$PSRC/private/hidden.img" 0 65536 71 >/dev/null
+expect_eq "the user cannot read private/hidden.img" "err EACCES" \
+	"$(user_io pread "$PSRC/private/hidden.img" 0 4096)"
+must "the user plants peek.img -> private/hidden.img" as_user ln -s private/hidden.img "$PSRC/peek.img"
+start_daemon "$PSRC" "$MNT" -o allow_other
+PID=$DAEMON_PID
+expect_match "the user cannot read it through peek.img" "err E[A-Z]+" \
+	"$(user_io pread "$MNT/peek.img" 0 4096)"
+dioloop_umount "$MNT"
+daemon_wait "$PID"
 
 it_log "---- a file planted under the name of a volume of root's cow image"
 VSRC=$IT_TMP/vsrc
