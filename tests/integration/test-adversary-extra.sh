@@ -16,6 +16,8 @@
 #    user cannot enter does not give the user that file's bytes;
 #  - a file planted as IMAGE@VOLUME does not take the place of a volume
 #    of root's cow image (before or after the snapshot is taken);
+#  - a stream of refused names, each new, does not grow the daemon's
+#    memory without bound (the table behind its log rate limit);
 #  - cow images planted past the daemon's thread limit (a pids cgroup)
 #    are refused, the daemon lives on and serves the others.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -212,6 +214,41 @@ else
 fi
 expect_io "vm.cow@late is still root's snapshot" "ok same" \
 	check "$MNT/vm.cow@late" 0 65536 61
+dioloop_umount "$MNT"
+daemon_wait "$PID"
+
+it_log "---- a stream of new refused names"
+FSRC=$IT_TMP/fsrc
+mkdir -p "$FSRC"
+chown "$USER_ID:$GROUP_ID" "$FSRC"
+# flood.py SRC MNT N: N times, a symlink out of SRC under a new name,
+# looked up through MNT (refused and logged), then removed.
+cat >"$U/flood.py" <<'EOF'
+import os, sys
+src, mnt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+pad = "x" * 200
+for i in range(n):
+    name = "%s%08d.img" % (pad, i)
+    os.symlink("/etc/passwd", os.path.join(src, name))
+    try:
+        os.stat(os.path.join(mnt, name))
+    except OSError:
+        pass
+    os.unlink(os.path.join(src, name))
+EOF
+rss_kib() {
+	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+}
+start_daemon "$FSRC" "$MNT" -o allow_other
+PID=$DAEMON_PID
+# A first round: the daemon's tables and arenas reach their working size.
+as_user "$IT_PY" "$U/flood.py" "$FSRC" "$MNT" 5000
+RSS0=$(rss_kib "$PID")
+as_user "$IT_PY" "$U/flood.py" "$FSRC" "$MNT" 60000
+RSS1=$(rss_kib "$PID")
+it_log "daemon RSS: $RSS0 KiB, then $RSS1 KiB after 60000 more refused names"
+expect_eq "60000 more refused names grow the daemon by less than 6 MiB" yes \
+	"$( ((RSS1 - RSS0 < 6144)) && echo yes || echo no)"
 dioloop_umount "$MNT"
 daemon_wait "$PID"
 
