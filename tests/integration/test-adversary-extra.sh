@@ -9,7 +9,8 @@
 #  - an old orphan record of root's, kept aside through a hard link
 #    (fs.protected_hardlinks=0) and put back in a sticky SOURCE, does not
 #    truncate the image it was written for once that image has grown and
-#    been flushed;
+#    been flushed; nor is root's cow image outside SOURCE, hard-linked
+#    into it, written or locked;
 #  - a redirect renamed to another image name does not make that name
 #    serve the migration's destination;
 #  - a symlink the user plants to a file in a directory of SOURCE the
@@ -139,6 +140,25 @@ else
 	expect_eq "victim.img keeps its size" 4325376 "$(stat -c %s "$SMNT/victim.img")"
 	expect_io "root's flushed data is still there" "ok same" \
 		check "$SSRC/victim.img" 4259840 65536 32
+	dioloop_umount "$SMNT"
+	daemon_wait "$PID"
+
+	it_log "---- root's cow image outside SOURCE, hard-linked into it"
+	mkdir -p "$IT_TMP/host"
+	chmod 0755 "$IT_TMP/host"
+	must "dioloop create host/vm.cow (root's, 0600, outside SOURCE)" \
+		"$DIOLOOP_BIN" create --format cow --size 4M "$IT_TMP/host/vm.cow"
+	chmod 0600 "$IT_TMP/host/vm.cow"
+	VM_SUM=$(sha "$IT_TMP/host/vm.cow")
+	expect_ok "the user links it into SOURCE" \
+		as_user_link "$IT_TMP/host/vm.cow" "$SSRC/linked.cow"
+	start_daemon "$SSRC" "$SMNT" -o allow_other
+	PID=$DAEMON_PID
+	ls -l "$SMNT" >/dev/null 2>&1
+	expect_eq "root's vm.cow outside SOURCE is not written" "$VM_SUM" \
+		"$(sha "$IT_TMP/host/vm.cow")"
+	expect_eq "root can still take vm.cow for writing" ok \
+		"$(flock -n -x "$IT_TMP/host/vm.cow" true 2>/dev/null && echo ok || echo busy)"
 	dioloop_umount "$SMNT"
 	daemon_wait "$PID"
 fi
