@@ -21,6 +21,9 @@
 #include "fusefs/spec.h"
 
 #define DIOLOOP_LOG_INTERVAL_US (10 * G_USEC_PER_SEC)
+/* Keys remembered by dioloop_fs_log_ratelimit: names come from SOURCE,
+ * so their number is bounded here, not by what users create. */
+#define DIOLOOP_LOG_KEYS_MAX 4096
 
 bool dioloop_is_image_name(const char *name)
 {
@@ -683,6 +686,20 @@ void dioloop_root_stat(struct dioloop_fs *fs, struct stat *st)
 	st->st_blksize = DIOLOOP_BLOCK_SIZE;
 }
 
+/* Forget the keys last logged longer than the interval ago (they would
+ * be logged again anyway).  fs->log_lock held. */
+static void log_keys_prune(struct dioloop_fs *fs, gint64 now)
+{
+	GHashTableIter it;
+	gpointer value;
+
+	g_hash_table_iter_init(&it, fs->logged);
+	while (g_hash_table_iter_next(&it, NULL, &value))
+		if (now - (gint64)GPOINTER_TO_SIZE(value) >=
+		    DIOLOOP_LOG_INTERVAL_US)
+			g_hash_table_iter_remove(&it);
+}
+
 bool dioloop_fs_log_ratelimit(struct dioloop_fs *fs, const char *key)
 {
 	gint64 now = g_get_monotonic_time();
@@ -692,7 +709,13 @@ bool dioloop_fs_log_ratelimit(struct dioloop_fs *fs, const char *key)
 	g_mutex_lock(&fs->log_lock);
 	last = g_hash_table_lookup(fs->logged, key);
 	log = !last || now - GPOINTER_TO_SIZE(last) >= DIOLOOP_LOG_INTERVAL_US;
-	if (log)
+	if (log && !last &&
+	    g_hash_table_size(fs->logged) >= DIOLOOP_LOG_KEYS_MAX)
+		log_keys_prune(fs, now);
+	/* Still full of keys logged within the interval: log, without
+	 * remembering (the log's own rate limit is bounded too). */
+	if (log && (last ||
+		    g_hash_table_size(fs->logged) < DIOLOOP_LOG_KEYS_MAX))
 		g_hash_table_insert(fs->logged, g_strdup(key),
 				    GSIZE_TO_POINTER((gsize)now));
 	g_mutex_unlock(&fs->log_lock);

@@ -656,9 +656,21 @@ static gpointer committer_main(gpointer opaque)
 	return NULL;
 }
 
-void cow_committer_start(struct cow_container *c)
+int cow_committer_start(struct cow_container *c)
 {
-	c->committer = g_thread_new("cow-commit", committer_main, c);
+	GError *gerr = NULL;
+
+	/* A thread limit reached (any user can add images) refuses this
+	 * image; g_thread_new would abort the daemon. */
+	c->committer = g_thread_try_new("cow-commit", committer_main, c,
+					&gerr);
+	if (!c->committer) {
+		g_warning("%s: cannot start its committer thread: %s",
+			  c->path, gerr->message);
+		g_error_free(gerr);
+		return -EAGAIN;
+	}
+	return 0;
 }
 
 void cow_committer_kick(struct cow_container *c)

@@ -206,7 +206,9 @@ int cow_commit_volop(struct cow_container *c, struct cow_volop *op);
  * a superblock), retiring the older copy, so that blocks free on disk are
  * reusable at once (FORMAT.md section 7).  Control thread. */
 int cow_commit_open(struct cow_container *c);
-void cow_committer_start(struct cow_container *c);
+/* Start the periodic committer: 0, or -EAGAIN when no thread can be
+ * made (logged). */
+int cow_committer_start(struct cow_container *c);
 /* The open transaction is large: ask the committer to commit now.  Any
  * thread; takes committer_lock only. */
 void cow_committer_kick(struct cow_container *c);

@@ -227,7 +227,9 @@ int cow_container_start(struct cow_container *c)
 		ret = cow_commit_open(c);
 		if (ret < 0)
 			return ret;
-		cow_committer_start(c);
+		ret = cow_committer_start(c);
+		if (ret < 0)
+			return ret;
 	}
 	c->opened = true;
 	return 0;
