@@ -13,6 +13,53 @@
 
 #define SIDECAR_MODE 0600
 
+/* Empty the file open as fd, durably. */
+static void sidecar_void_fd(int fd)
+{
+	if (dioloop_iorec_ftruncate(fd, 0) == 0)
+		dioloop_iorec_fsync(fd);
+}
+
+/* Open name in dirfd to void it later: an fd when it is the file ours
+ * names, else -1. */
+static int sidecar_open_ours(int dirfd, const char *name,
+			     const struct sidecar_id *ours)
+{
+	struct stat st;
+	int fd;
+
+	if (!ours || (!ours->dev && !ours->ino))
+		return -1;
+	fd = openat(dirfd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK |
+		    O_CLOEXEC | O_NOCTTY);
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+			(uint64_t)st.st_dev != ours->dev ||
+			(uint64_t)st.st_ino != ours->ino)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+void sidecar_id_of(const struct stat *st, struct sidecar_id *id)
+{
+	id->dev = (uint64_t)st->st_dev;
+	id->ino = (uint64_t)st->st_ino;
+}
+
+int sidecar_remove(int dirfd, const char *name, const struct sidecar_id *ours)
+{
+	int fd = sidecar_open_ours(dirfd, name, ours);
+
+	if (fd >= 0) {
+		sidecar_void_fd(fd);
+		close(fd);
+	}
+	if (dioloop_iorec_unlinkat(dirfd, name, 0) < 0)
+		return -errno;
+	return 0;
+}
+
 int sidecar_create(int dirfd, const char *name)
 {
 	int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC |
@@ -23,6 +70,7 @@ int sidecar_create(int dirfd, const char *name)
 	if (fd < 0 && errno == EEXIST) {
 		/* Ours left by a crash, or planted: the entry goes (a
 		 * symlink is removed, not followed), nothing is written. */
+		/* Not ours to void: only the name goes. */
 		if (dioloop_iorec_unlinkat(dirfd, name, 0) < 0 &&
 		    errno != ENOENT)
 			return -errno;
@@ -107,11 +155,12 @@ ssize_t sidecar_read(int dirfd, const char *name, char *buf, size_t len,
 }
 
 int sidecar_replace(int dirfd, const char *name, const void *buf,
-		    size_t len)
+		    size_t len, struct sidecar_id *ours)
 {
+	struct stat st;
 	g_autofree char *tmp = g_strdup_printf("%s.tmp", name);
 	ssize_t n;
-	int fd, err = 0;
+	int fd, old, err = 0;
 
 	fd = sidecar_create(dirfd, tmp);
 	if (fd < 0)
@@ -121,14 +170,25 @@ int sidecar_replace(int dirfd, const char *name, const void *buf,
 	} while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)len)
 		err = n < 0 ? -errno : -ENOSPC;
-	else if (dioloop_iorec_fsync(fd) < 0)
+	else if (dioloop_iorec_fsync(fd) < 0 || fstat(fd, &st) < 0)
 		err = -errno;
 	close(fd);
+	/* The file the rename replaces, if ours: voided once replaced. */
+	old = err ? -1 : sidecar_open_ours(dirfd, name, ours);
 	if (!err && dioloop_iorec_renameat(dirfd, tmp, dirfd, name) < 0)
 		err = -errno;
+	if (!err && dioloop_iorec_fsync(dirfd) < 0)
+		err = -errno;
+	if (old >= 0) {
+		if (!err)
+			sidecar_void_fd(old);
+		close(old);
+	}
 	if (err) {
 		dioloop_iorec_unlinkat(dirfd, tmp, 0);
 		return err;
 	}
-	return dioloop_iorec_fsync(dirfd) < 0 ? -errno : 0;
+	if (ours)
+		sidecar_id_of(&st, ours);
+	return 0;
 }

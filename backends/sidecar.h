@@ -16,6 +16,7 @@
 #define DIOLOOP_SIDECAR_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -23,6 +24,20 @@
  * removed first (never followed, never written).  An fd, or -errno
  * (-EEXIST when something reappeared at once). */
 int sidecar_create(int dirfd, const char *name);
+
+/* A sidecar file of ours, known by its inode: all zero for none. */
+struct sidecar_id {
+	uint64_t dev, ino;
+};
+void sidecar_id_of(const struct stat *st, struct sidecar_id *id);
+
+/* Remove name from dirfd.  When it is still the file ours names, that
+ * file is emptied first, durably, so that another hard link to it (made
+ * where fs.protected_hardlinks is off) never keeps an old record to put
+ * back; any other file there is not touched, only its name goes.  0 or
+ * -errno (-ENOENT: nothing there). */
+int sidecar_remove(int dirfd, const char *name,
+		   const struct sidecar_id *ours);
 
 /* Open name in dirfd for reading if we may believe it: an fd; -ENOENT
  * when there is none; -EPERM when something else is there (what it is
@@ -34,9 +49,11 @@ const char *sidecar_untrusted_reason(const struct stat *st);
 
 /* Replace name in dirfd by a file holding buf, atomically and durably:
  * write name.tmp (sidecar_create), fsync it, rename it over name, fsync
- * dirfd.  0 or -errno (the temporary is removed). */
+ * dirfd; the file replaced is emptied when it is the one *ours names (as
+ * sidecar_remove), and *ours names the new one after.  ours may be NULL.
+ * 0 or -errno (the temporary is removed). */
 int sidecar_replace(int dirfd, const char *name, const void *buf,
-		    size_t len);
+		    size_t len, struct sidecar_id *ours);
 
 /* Read up to len - 1 bytes of a trusted sidecar into buf, NUL-terminated:
  * bytes read, -ENOENT, -EPERM (untrusted, *why set) or -errno. */

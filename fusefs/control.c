@@ -293,7 +293,7 @@ void dioloop_ctl_release(fuse_req_t req, fuse_ino_t ino,
 static int ctl_node(struct dioloop_fs *fs, const char *cmd, const char *name,
 		    struct dioloop_node **node, GString *reply)
 {
-	int ret = dioloop_is_image_name(name) ?
+	int ret = dioloop_is_node_name(name) ?
 		  dioloop_node_lookup(fs, name, node) : -ENOENT;
 
 	if (ret < 0)

@@ -180,6 +180,8 @@ int dioloop_node_stat(struct dioloop_fs *fs, struct dioloop_node *node,
 void dioloop_root_stat(struct dioloop_fs *fs, struct stat *st);
 /* True if name in the source directory may be served as an image. */
 bool dioloop_is_image_name(const char *name);
+/* True if name may name a node: an image, or IMAGE@VOLUME. */
+bool dioloop_is_node_name(const char *name);
 /* True if name serves an image now (it is listed). */
 bool dioloop_image_servable(struct dioloop_fs *fs, const char *name);
 /* Before an open of node: 0, or -ESTALE when its name serves another

@@ -163,6 +163,26 @@ static int create_dest(struct dioloop_migration *job, uint64_t size,
 	return 0;
 }
 
+/* The destination serves the node after the switch, and a node's mode
+ * and owner are its file's: give it those of the file served now, so a
+ * migration opens an image up to nobody and takes it from nobody. */
+static int dest_take_owner(struct dioloop_migration *job)
+{
+	struct dioloop_image_lock *src = job->node->lock;
+	int fd = job->dest_lock->fd;
+	struct stat st;
+
+	if (!src)
+		return 0;	/* a remote source: 0600, the daemon's */
+	if (fstat(src->fd, &st) < 0)
+		return -errno;
+	/* chown first: it clears set-id bits that chmod then sets. */
+	if (fchown(fd, st.st_uid, st.st_gid) < 0 ||
+	    fchmod(fd, st.st_mode & 07777) < 0)
+		return -errno;
+	return 0;
+}
+
 /* Lock the destination just created, as the node's image's: no other
  * name (a path inside the source, another daemon) may serve it.  0 or
  * -errno (why). */
@@ -195,16 +215,23 @@ static int lock_dest(struct dioloop_migration *job, char **why)
 		job->dest_lock = NULL;
 		ret = -EACCES;
 	}
-	if (ret < 0)
+	if (ret < 0) {
 		*why = g_strdup_printf("locking %s: %s", job->dest,
 				       g_strerror(-ret));
+		return ret;
+	}
+	ret = dest_take_owner(job);
+	if (ret < 0)
+		*why = g_strdup_printf("giving %s the image's owner and mode: %s",
+				       job->dest, g_strerror(-ret));
 	return ret;
 }
 
 /* The redirect that makes the switch to job's destination durable. */
 static int job_redirect_write(struct dioloop_migration *job)
 {
-	struct dioloop_redirect r = { .path = job->dest };
+	struct dioloop_redirect r = { .name = job->node->image,
+				      .path = job->dest };
 	struct stat st;
 	int fd;
 

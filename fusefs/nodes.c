@@ -25,9 +25,16 @@
  * so their number is bounded here, not by what users create. */
 #define DIOLOOP_LOG_KEYS_MAX 4096
 
-bool dioloop_is_image_name(const char *name)
+bool dioloop_is_node_name(const char *name)
 {
 	return name[0] != '\0' && name[0] != '.' && !strchr(name, '/');
+}
+
+bool dioloop_is_image_name(const char *name)
+{
+	/* '@' names a volume (IMAGE@VOLUME): a file with one in its name
+	 * could stand in for another image's snapshot, so it is no image. */
+	return dioloop_is_node_name(name) && !strchr(name, '@');
 }
 
 /*

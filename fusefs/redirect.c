@@ -59,6 +59,20 @@ static bool path_valid(const char *path)
 	return i > 1;
 }
 
+/* An image name: a plain file name, not hidden, one line. */
+static bool name_valid(const char *name)
+{
+	size_t i;
+
+	if (!name[0] || name[0] == '.')
+		return false;
+	for (i = 0; name[i]; i++)
+		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f ||
+		    name[i] == '/')
+			return false;
+	return true;
+}
+
 int dioloop_redirect_parse(const char *text, struct dioloop_redirect *r)
 {
 	g_auto(GStrv) lines = NULL;
@@ -67,31 +81,35 @@ int dioloop_redirect_parse(const char *text, struct dioloop_redirect *r)
 	if (!g_str_has_suffix(text, "\n"))
 		return -EBADMSG;
 	lines = g_strsplit(text, "\n", -1);
-	/* Four lines and the empty string after the last newline. */
-	if (g_strv_length(lines) != 5 || lines[4][0] ||
+	/* Five lines and the empty string after the last newline. */
+	if (g_strv_length(lines) != 6 || lines[5][0] ||
 	    strcmp(lines[0], REDIRECT_HEADER) ||
-	    parse_devino(lines[1], "image", &r->image_dev, &r->image_ino) ||
-	    parse_devino(lines[2], "target", &r->target_dev,
+	    strncmp(lines[1], "name ", 5) || !name_valid(lines[1] + 5) ||
+	    parse_devino(lines[2], "image", &r->image_dev, &r->image_ino) ||
+	    parse_devino(lines[3], "target", &r->target_dev,
 			 &r->target_ino) ||
-	    strncmp(lines[3], "path ", 5) || !path_valid(lines[3] + 5))
+	    strncmp(lines[4], "path ", 5) || !path_valid(lines[4] + 5))
 		return -EBADMSG;
 	/* A file target names its inode; a URL has none. */
-	if ((lines[3][5] == '/') != (r->target_dev || r->target_ino))
+	if ((lines[4][5] == '/') != (r->target_dev || r->target_ino))
 		return -EBADMSG;
-	r->path = g_strdup(lines[3] + 5);
+	r->name = g_strdup(lines[1] + 5);
+	r->path = g_strdup(lines[4] + 5);
 	return 0;
 }
 
 char *dioloop_redirect_format(const struct dioloop_redirect *r)
 {
-	return g_strdup_printf(REDIRECT_HEADER "\nimage %" PRIu64 " %" PRIu64
-			       "\ntarget %" PRIu64 " %" PRIu64 "\npath %s\n",
-			       r->image_dev, r->image_ino, r->target_dev,
-			       r->target_ino, r->path);
+	return g_strdup_printf(REDIRECT_HEADER "\nname %s\nimage %" PRIu64
+			       " %" PRIu64 "\ntarget %" PRIu64 " %" PRIu64
+			       "\npath %s\n", r->name, r->image_dev,
+			       r->image_ino, r->target_dev, r->target_ino,
+			       r->path);
 }
 
 void dioloop_redirect_clear(struct dioloop_redirect *r)
 {
+	g_free(r->name);
 	g_free(r->path);
 	memset(r, 0, sizeof(*r));
 }

@@ -9,6 +9,8 @@
  * content holds together:
  *
  *   dioloop-redirect 2
+ *   name IMAGE         the image it was written for: a redirect renamed
+ *                      to another image's name is not believed
  *   image DEV INO      the file under IMAGE's name when it was written
  *                      (0 0: none); a different file there now makes the
  *                      redirect stale (ignored: the new file is served)
@@ -30,6 +32,7 @@
 struct dioloop_fs;
 
 struct dioloop_redirect {
+	char *name;			/* g_free'd by dioloop_redirect_clear */
 	uint64_t image_dev, image_ino;
 	uint64_t target_dev, target_ino;
 	char *path;			/* g_free'd by dioloop_redirect_clear */

@@ -6,10 +6,14 @@
  * Checks (type, owner, mode, dev:ino) are then made on the open fd.
  *
  * With openat2 (Linux 5.6+): RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS.
- * Symlinks that stay inside SOURCE work; an absolute symlink is followed
- * only when its target is under SOURCE's own path (the rest of the path
- * is then resolved beneath SOURCE again).  Without openat2, symlinks are
- * not followed at all (O_NOFOLLOW): they are refused.
+ * An entry that is a symlink is followed one level, to a target beneath
+ * SOURCE (an absolute one only under SOURCE's own path), and only when
+ * the link belongs to the daemon's user, SOURCE's owner or the target's
+ * owner (as fs.protected_symlinks), so that nobody reaches through a
+ * directory closed to them.  Without openat2, symlinks are refused.  A
+ * file with several hard links is refused when others may write SOURCE
+ * (a link made while fs.protected_hardlinks was off could bring in any
+ * file of the file system).
  */
 #ifndef DIOLOOP_SOURCE_H
 #define DIOLOOP_SOURCE_H
@@ -18,14 +22,9 @@
 
 struct dioloop_fs;
 
-/* Open the entry name of the source directory with open(2) flags
- * (O_CLOEXEC added): an fd, -EACCES when it resolves outside SOURCE
- * (logged, rate-limited), or -errno. */
-int dioloop_source_open(struct dioloop_fs *fs, const char *name, int flags);
-
 /* Open name as an image: O_PATH beneath SOURCE, a regular file.  An fd
- * with *st filled, -ENOENT when it is not a regular file, or as
- * dioloop_source_open. */
+ * with *st filled, -ENOENT when it is not a regular file, -EACCES when
+ * it is refused (logged, rate-limited), or -errno. */
 int dioloop_source_open_image(struct dioloop_fs *fs, const char *name,
 			      struct stat *st);
 

@@ -14,9 +14,9 @@
 #include "fusefs/redirect.h"
 #include "tests/testutil.h"
 
-#define FILE_TEXT "dioloop-redirect 2\nimage 2049 131\ntarget 2050 7\n" \
+#define FILE_TEXT "dioloop-redirect 2\nname a.img\nimage 2049 131\ntarget 2050 7\n" \
 		  "path /srv/images/disk0.img\n"
-#define URL_TEXT "dioloop-redirect 2\nimage 0 0\ntarget 0 0\n" \
+#define URL_TEXT "dioloop-redirect 2\nname a.img\nimage 0 0\ntarget 0 0\n" \
 		 "path nfs://127.0.0.1:2049/export/disk0.img?version=3\n"
 
 START_TEST(test_redirect_parse_file_target)
@@ -33,6 +33,7 @@ START_TEST(test_redirect_parse_file_target)
 		      (unsigned long long)r.target_dev,
 		      (unsigned long long)r.target_ino);
 	ck_assert_str_eq(r.path, "/srv/images/disk0.img");
+	ck_assert_str_eq(r.name, "a.img");
 	text = dioloop_redirect_format(&r);
 	ck_assert_str_eq(text, FILE_TEXT);
 	dioloop_redirect_clear(&r);
@@ -56,7 +57,7 @@ START_TEST(test_redirect_parse_url_target)
 
 	/* The scheme in any case, as the nfs backend takes it. */
 	ck_assert_int_eq(dioloop_redirect_parse(
-		"dioloop-redirect 2\nimage 1 2\ntarget 0 0\npath NFS://h/e/d\n",
+		"dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 0 0\npath NFS://h/e/d\n",
 		&r), 0);
 	ck_assert_str_eq(r.path, "NFS://h/e/d");
 	dioloop_redirect_clear(&r);
@@ -66,10 +67,10 @@ END_TEST
 START_TEST(test_redirect_format_round_trips)
 {
 	const struct dioloop_redirect cases[] = {
-		{ UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX,
-		  (char *)"/a b/\xc3\xa9 x" },
-		{ 0, 0, 1, 0, (char *)"/x" },
-		{ 5, 6, 0, 0, (char *)"nfs://h/e/i.img" },
+		{ (char *)"a b \xc3\xa9.img", UINT64_MAX, UINT64_MAX,
+		  UINT64_MAX, UINT64_MAX, (char *)"/a b/\xc3\xa9 x" },
+		{ (char *)"x", 0, 0, 1, 0, (char *)"/x" },
+		{ (char *)"i.img", 5, 6, 0, 0, (char *)"nfs://h/e/i.img" },
 	};
 	size_t i;
 
@@ -96,59 +97,65 @@ static const struct {
 } corrupt[] = {
 	{ "old header", "dioloop-redirect 1\nimage 1 2\ntarget 3 4\npath /x/y\n" },
 	{ "header with a trailing space",
-	  "dioloop-redirect 2 \nimage 1 2\ntarget 3 4\npath /x/y\n" },
-	{ "missing target line", "dioloop-redirect 2\nimage 1 2\npath /x/y\n" },
-	{ "missing image line", "dioloop-redirect 2\ntarget 3 4\npath /x/y\n" },
-	{ "missing path line", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\n" },
+	  "dioloop-redirect 2 \nname a.img\nimage 1 2\ntarget 3 4\npath /x/y\n" },
+	{ "missing name line", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x/y\n" },
+	{ "empty name", "dioloop-redirect 2\nname \nimage 1 2\ntarget 3 4\npath /x/y\n" },
+	{ "hidden name", "dioloop-redirect 2\nname .a.img\nimage 1 2\ntarget 3 4\npath /x/y\n" },
+	{ "name with a slash", "dioloop-redirect 2\nname d/a.img\nimage 1 2\ntarget 3 4\npath /x/y\n" },
+	{ "name with a tab", "dioloop-redirect 2\nname a\tb\nimage 1 2\ntarget 3 4\npath /x/y\n" },
+	{ "name key misspelt", "dioloop-redirect 2\nnmae a.img\nimage 1 2\ntarget 3 4\npath /x/y\n" },
+	{ "missing target line", "dioloop-redirect 2\nname a.img\nimage 1 2\npath /x/y\n" },
+	{ "missing image line", "dioloop-redirect 2\nname a.img\ntarget 3 4\npath /x/y\n" },
+	{ "missing path line", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\n" },
 	{ "extra line",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x/y\nmore\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x/y\nmore\n" },
 	{ "extra empty line",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x/y\n\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x/y\n\n" },
 	{ "lines swapped",
-	  "dioloop-redirect 2\ntarget 3 4\nimage 1 2\npath /x/y\n" },
-	{ "non-numeric dev", "dioloop-redirect 2\nimage x 2\ntarget 3 4\npath /x/y\n" },
-	{ "non-numeric ino", "dioloop-redirect 2\nimage 1 2\ntarget 3 y\npath /x/y\n" },
-	{ "signed dev", "dioloop-redirect 2\nimage -1 2\ntarget 3 4\npath /x/y\n" },
-	{ "plus sign", "dioloop-redirect 2\nimage 1 +2\ntarget 3 4\npath /x/y\n" },
-	{ "hex dev", "dioloop-redirect 2\nimage 0x1 2\ntarget 3 4\npath /x/y\n" },
+	  "dioloop-redirect 2\nname a.img\ntarget 3 4\nimage 1 2\npath /x/y\n" },
+	{ "non-numeric dev", "dioloop-redirect 2\nname a.img\nimage x 2\ntarget 3 4\npath /x/y\n" },
+	{ "non-numeric ino", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 y\npath /x/y\n" },
+	{ "signed dev", "dioloop-redirect 2\nname a.img\nimage -1 2\ntarget 3 4\npath /x/y\n" },
+	{ "plus sign", "dioloop-redirect 2\nname a.img\nimage 1 +2\ntarget 3 4\npath /x/y\n" },
+	{ "hex dev", "dioloop-redirect 2\nname a.img\nimage 0x1 2\ntarget 3 4\npath /x/y\n" },
 	{ "dev past 2^64",
-	  "dioloop-redirect 2\nimage 18446744073709551616 2\ntarget 3 4\npath /x/y\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 18446744073709551616 2\ntarget 3 4\npath /x/y\n" },
 	{ "ino past 2^64",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 3 18446744073709551616\npath /x/y\n" },
-	{ "one number", "dioloop-redirect 2\nimage 1\ntarget 3 4\npath /x/y\n" },
-	{ "three numbers", "dioloop-redirect 2\nimage 1 2 3\ntarget 3 4\npath /x/y\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 18446744073709551616\npath /x/y\n" },
+	{ "one number", "dioloop-redirect 2\nname a.img\nimage 1\ntarget 3 4\npath /x/y\n" },
+	{ "three numbers", "dioloop-redirect 2\nname a.img\nimage 1 2 3\ntarget 3 4\npath /x/y\n" },
 	{ "trailing space after ino",
-	  "dioloop-redirect 2\nimage 1 2 \ntarget 3 4\npath /x/y\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2 \ntarget 3 4\npath /x/y\n" },
 	{ "two spaces between numbers",
-	  "dioloop-redirect 2\nimage 1  2\ntarget 3 4\npath /x/y\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1  2\ntarget 3 4\npath /x/y\n" },
 	{ "space after the key twice",
-	  "dioloop-redirect 2\nimage  1 2\ntarget 3 4\npath /x/y\n" },
-	{ "key without a space", "dioloop-redirect 2\nimage1 2\ntarget 3 4\npath /x/y\n" },
-	{ "path key misspelt", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npaht /x/y\n" },
+	  "dioloop-redirect 2\nname a.img\nimage  1 2\ntarget 3 4\npath /x/y\n" },
+	{ "key without a space", "dioloop-redirect 2\nname a.img\nimage1 2\ntarget 3 4\npath /x/y\n" },
+	{ "path key misspelt", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npaht /x/y\n" },
 	{ "path key without a space",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npathx/x/y\n" },
-	{ "relative path", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath x/y\n" },
-	{ "dot-relative path", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath ./x\n" },
-	{ "empty path", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath \n" },
-	{ "path /", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npathx/x/y\n" },
+	{ "relative path", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath x/y\n" },
+	{ "dot-relative path", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath ./x\n" },
+	{ "empty path", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath \n" },
+	{ "path /", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /\n" },
 	{ "path with a space before it",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath  /x\n" },
-	{ "tab in path", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x\ty\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath  /x\n" },
+	{ "tab in path", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x\ty\n" },
 	{ "carriage return in path",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x/y\r\n" },
-	{ "DEL in path", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x\x7fy\n" },
-	{ "escape in path", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x\x1b[0m\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x/y\r\n" },
+	{ "DEL in path", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x\x7fy\n" },
+	{ "escape in path", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x\x1b[0m\n" },
 	{ "other URL scheme",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 0 0\npath http://h/e\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 0 0\npath http://h/e\n" },
 	{ "URL with a target dev:ino",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath nfs://h/e/d\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath nfs://h/e/d\n" },
 	{ "URL with a target ino only",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 0 4\npath nfs://h/e/d\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 0 4\npath nfs://h/e/d\n" },
 	{ "file path with target 0 0",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 0 0\npath /x/y\n" },
-	{ "no final newline", "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x/y" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 0 0\npath /x/y\n" },
+	{ "no final newline", "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x/y" },
 	{ "text after the last newline",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x/y\nmore" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x/y\nmore" },
 	{ "CRLF line ends",
 	  "dioloop-redirect 2\r\nimage 1 2\r\ntarget 3 4\r\npath /x/y\r\n" },
 	{ "empty", "" },
@@ -156,7 +163,7 @@ static const struct {
 	/* What the parser sees of a file with a NUL in its path line: the
 	 * text ends without a newline. */
 	{ "cut at a NUL in the path",
-	  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x\0/y\n" },
+	  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x\0/y\n" },
 };
 
 START_TEST(test_redirect_rejects_one_field_off)

@@ -352,9 +352,9 @@ START_TEST(test_sidecar_replace_leaves_no_tmp)
 	/* A symlink planted as the temporary is removed, not followed. */
 	tmp = g_build_filename(s.dir, NAME ".tmp", NULL);
 	ck_assert_int_eq(symlink(s.outside, tmp), 0);
-	ck_assert_int_eq(sidecar_replace(s.dirfd, NAME, "first\n", 6), 0);
+	ck_assert_int_eq(sidecar_replace(s.dirfd, NAME, "first\n", 6, NULL), 0);
 	assert_sidecar_holds(&s, "first\n");
-	ck_assert_int_eq(sidecar_replace(s.dirfd, NAME, "second\n", 7), 0);
+	ck_assert_int_eq(sidecar_replace(s.dirfd, NAME, "second\n", 7, NULL), 0);
 	assert_sidecar_holds(&s, "second\n");
 	list = dir_listing(&s);
 	ck_assert_str_eq(list, NAME);
@@ -372,14 +372,14 @@ START_TEST(test_sidecar_replace_leaves_no_tmp_on_write_failure)
 	int ret;
 
 	scene_init(&s);
-	ck_assert_int_eq(sidecar_replace(s.dirfd, NAME, "first\n", 6), 0);
+	ck_assert_int_eq(sidecar_replace(s.dirfd, NAME, "first\n", 6, NULL), 0);
 	/* Writes past 16 bytes fail (EFBIG, or a short write). */
 	memset(big, 'x', sizeof(big));
 	ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
 	small.rlim_max = old.rlim_max;
 	signal(SIGXFSZ, SIG_IGN);
 	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &small), 0);
-	ret = sidecar_replace(s.dirfd, NAME, big, sizeof(big));
+	ret = sidecar_replace(s.dirfd, NAME, big, sizeof(big), NULL);
 	setrlimit(RLIMIT_FSIZE, &old);
 	signal(SIGXFSZ, SIG_DFL);
 	ck_assert_msg(ret < 0, "a replacement that cannot be written fails, "
@@ -387,6 +387,59 @@ START_TEST(test_sidecar_replace_leaves_no_tmp_on_write_failure)
 	list = dir_listing(&s);
 	ck_assert_str_eq(list, NAME);
 	assert_sidecar_holds(&s, "first\n");
+	scene_destroy(&s);
+}
+END_TEST
+
+/* A hard link kept aside to a sidecar of ours holds nothing once the
+ * sidecar is replaced or removed: it cannot be put back as an old one. */
+START_TEST(test_sidecar_replace_and_remove_void_ours)
+{
+	g_autofree char *path = NULL, *kept = NULL, *text = NULL;
+	struct sidecar_id ours = { 0 };
+	struct scene s;
+	gsize len = 1;
+
+	scene_init(&s);
+	path = g_build_filename(s.dir, NAME, NULL);
+	kept = g_build_filename(s.outside_dir, "kept", NULL);
+	ck_assert_int_eq(sidecar_replace(s.dirfd, NAME, "first\n", 6, &ours), 0);
+	ck_assert_msg(ours.ino != 0, "replace names the new sidecar");
+	ck_assert_int_eq(link(path, kept), 0);
+	ck_assert_int_eq(sidecar_replace(s.dirfd, NAME, "second\n", 7, &ours), 0);
+	assert_sidecar_holds(&s, "second\n");
+	ck_assert(g_file_get_contents(kept, &text, &len, NULL));
+	ck_assert_msg(len == 0, "the replaced sidecar, kept by a link, is "
+		      "empty; holds \"%s\"", text);
+	g_clear_pointer(&text, g_free);
+	ck_assert_int_eq(unlink(kept), 0);
+	ck_assert_int_eq(link(path, kept), 0);
+	ck_assert_int_eq(sidecar_remove(s.dirfd, NAME, &ours), 0);
+	ck_assert(g_file_get_contents(kept, &text, &len, NULL));
+	ck_assert_msg(len == 0, "the removed sidecar, kept by a link, is "
+		      "empty; holds \"%s\"", text);
+	scene_destroy(&s);
+}
+END_TEST
+
+/* A file that is not the sidecar we know (a hard link to a file of ours
+ * elsewhere) loses only its name, never its content. */
+START_TEST(test_sidecar_remove_leaves_others_alone)
+{
+	g_autofree char *path = NULL;
+	struct sidecar_id ours = { 0 };
+	struct scene s;
+
+	scene_init(&s);
+	path = g_build_filename(s.dir, NAME, NULL);
+	ck_assert_int_eq(sidecar_replace(s.dirfd, NAME, "first\n", 6, &ours), 0);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(link(s.outside, path), 0);
+	ck_assert_int_eq(sidecar_remove(s.dirfd, NAME, &ours), 0);
+	assert_outside_untouched(&s);
+	ck_assert_int_eq(link(s.outside, path), 0);
+	ck_assert_int_eq(sidecar_replace(s.dirfd, NAME, "second\n", 7, &ours), 0);
+	assert_outside_untouched(&s);
 	scene_destroy(&s);
 }
 END_TEST
@@ -416,6 +469,8 @@ static Suite *sidecar_suite(void)
 	tc = tcase_create("replace");
 	tcase_add_test(tc, test_sidecar_replace_leaves_no_tmp);
 	tcase_add_test(tc, test_sidecar_replace_leaves_no_tmp_on_write_failure);
+	tcase_add_test(tc, test_sidecar_replace_and_remove_void_ours);
+	tcase_add_test(tc, test_sidecar_remove_leaves_others_alone);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -182,9 +182,13 @@ static int orphan_write(struct orphan *o, const char *name, uint64_t size,
 	ssize_t n;
 	int fd, err;
 
+	struct stat st;
+
 	fd = sidecar_create(o->dirfd, name);
 	if (fd < 0)
 		return fd;
+	if (fstat(fd, &st) == 0)
+		sidecar_id_of(&st, &o->rec);
 	orphan_encode(buf, size, o->dev, o->ino);
 	do {
 		n = dioloop_iorec_pwrite(fd, buf, sizeof(buf), 0);
@@ -192,7 +196,8 @@ static int orphan_write(struct orphan *o, const char *name, uint64_t size,
 	if (n != (ssize_t)sizeof(buf)) {
 		err = n < 0 ? -errno : -ENOSPC;
 		close(fd);
-		dioloop_iorec_unlinkat(o->dirfd, name, 0);
+		sidecar_remove(o->dirfd, name, &o->rec);
+		memset(&o->rec, 0, sizeof(o->rec));
 		return err;
 	}
 	*fdp = fd;
@@ -206,6 +211,7 @@ static int orphan_read(struct orphan *o, uint64_t *size)
 	unsigned char buf[ORPHAN_RECORD_LEN + 1];
 	const char *why;
 	uint64_t dev, ino;
+	struct stat st;
 	ssize_t n;
 	int fd, err = 0;
 
@@ -224,6 +230,10 @@ static int orphan_read(struct orphan *o, uint64_t *size)
 		err = -errno;
 	else
 		err = orphan_decode(buf, (size_t)n, size, &dev, &ino);
+	/* Ours (torn, or for this image): voided when it goes. */
+	if ((err == -EBADMSG || (err == 0 && dev == o->dev &&
+				 ino == o->ino)) && fstat(fd, &st) == 0)
+		sidecar_id_of(&st, &o->rec);
 	close(fd);
 	if (err == 0 && (dev != o->dev || ino != o->ino)) {
 		g_warning("%s: orphan record %s ignored: it belongs to another file (%llu:%llu)",
@@ -301,7 +311,7 @@ int orphan_update(struct orphan *o, uint64_t size)
 	int err;
 
 	orphan_encode(buf, size, o->dev, o->ino);
-	err = sidecar_replace(o->dirfd, o->name, buf, sizeof(buf));
+	err = sidecar_replace(o->dirfd, o->name, buf, sizeof(buf), &o->rec);
 	if (err < 0) {
 		g_warning("%s: updating orphan record %s to %llu: %s",
 			  o->image, o->name, (unsigned long long)size,
@@ -315,14 +325,15 @@ int orphan_update(struct orphan *o, uint64_t size)
 /* Remove the record and fsync the directory.  Blocks. */
 int orphan_remove(struct orphan *o)
 {
-	if (dioloop_iorec_unlinkat(o->dirfd, o->name, 0) < 0 && errno != ENOENT) {
-		int err = -errno;
+	int err = sidecar_remove(o->dirfd, o->name, &o->rec);
 
+	if (err < 0 && err != -ENOENT) {
 		g_warning("%s: removing orphan record %s: %s", o->image,
 			  o->name, g_strerror(-err));
 		return err;
 	}
 	o->present = false;
+	memset(&o->rec, 0, sizeof(o->rec));
 	return orphan_sync_dir(o);
 }
 
@@ -351,7 +362,8 @@ static void orphan_async_step(struct dioloop_aio_req *req, long res)
 		if (err < 0) {
 			close(o->fd);
 			o->fd = -1;
-			dioloop_iorec_unlinkat(o->dirfd, o->name, 0);
+			sidecar_remove(o->dirfd, o->name, &o->rec);
+			memset(&o->rec, 0, sizeof(o->rec));
 			o->present = false;
 			break;
 		}
@@ -363,18 +375,19 @@ static void orphan_async_step(struct dioloop_aio_req *req, long res)
 		close(o->fd);
 		o->fd = -1;
 		if (err < 0) {
-			dioloop_iorec_unlinkat(o->dirfd, o->name, 0);
+			sidecar_remove(o->dirfd, o->name, &o->rec);
+			memset(&o->rec, 0, sizeof(o->rec));
 			o->present = false;
 		}
 		break;
 	case ORPHAN_REMOVE_SYNC_IMAGE:
 		if (err < 0)
 			break;
-		if (dioloop_iorec_unlinkat(o->dirfd, o->name, 0) < 0 &&
-		    errno != ENOENT) {
-			err = -errno;
+		err = sidecar_remove(o->dirfd, o->name, &o->rec);
+		if (err < 0 && err != -ENOENT)
 			break;
-		}
+		err = 0;
+		memset(&o->rec, 0, sizeof(o->rec));
 		o->present = false;
 		o->step = ORPHAN_REMOVE_SYNC_DIR;
 		dioloop_aio_prep_fdsync(&o->req, o->dirfd, orphan_async_step);

@@ -40,6 +40,7 @@
 
 #include "backends/aio.h"
 #include "backends/backend.h"
+#include "backends/sidecar.h"
 
 #define ORPHAN_RECORD_SUFFIX ".dioloop-orphan"
 #define ORPHAN_RECORD_LEN 48
@@ -49,6 +50,8 @@ typedef void (*orphan_done_t)(void *opaque, int err);
 struct orphan {
 	const char *image;	/* the image's path, for messages (not owned) */
 	uint64_t dev, ino;	/* the image's: a record names them */
+	struct sidecar_id rec;	/* the record file we wrote or believed:
+				 * emptied when it goes (sidecar.h) */
 	int dirfd;		/* the image's directory, O_RDONLY */
 	char *name;		/* record name inside dirfd */
 	char *tmp_name;		/* name used while replacing the record */

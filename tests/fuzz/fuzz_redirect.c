@@ -69,7 +69,8 @@ static bool same(const struct dioloop_redirect *a,
 {
 	return a->image_dev == b->image_dev && a->image_ino == b->image_ino &&
 	       a->target_dev == b->target_dev &&
-	       a->target_ino == b->target_ino && !strcmp(a->path, b->path);
+	       a->target_ino == b->target_ino && !strcmp(a->path, b->path) &&
+	       !strcmp(a->name, b->name);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -83,14 +84,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(text, data, size);
 	text[size] = '\0';
 	if (dioloop_redirect_parse(text, &r) < 0) {
-		if (r.path)
-			broken(text, "rejected, but left a path allocated");
+		if (r.path || r.name)
+			broken(text, "rejected, but left a string allocated");
 		return 0;
 	}
 	check_path(text, &r);
 	for (p = text; *p; p++)
 		lines += *p == '\n';
-	if (lines != 4 || p == text || p[-1] != '\n')
+	if (lines != 5 || p == text || p[-1] != '\n')
 		broken(text, "parsed text of %d lines%s", lines,
 		       p > text && p[-1] == '\n' ? "" :
 						   " without a final newline");

@@ -66,28 +66,28 @@ static void redirect_seeds(const char *dir)
 		const char *name;
 		struct dioloop_redirect r;
 	} valid[] = {
-		{ "file", { 2049, 131, 2050, 7, "/srv/images/disk0.img" } },
-		{ "url", { 2049, 131, 0, 0, "nfs://127.0.0.1:2049/export/disk0.img?version=3" } },
-		{ "url-upper-case", { 0, 0, 0, 0, "NFS://h/e/d" } },
-		{ "file-max-numbers", { UINT64_MAX, UINT64_MAX, UINT64_MAX,
+		{ "file", { "disk0.img", 2049, 131, 2050, 7, "/srv/images/disk0.img" } },
+		{ "url", { "disk0.img", 2049, 131, 0, 0, "nfs://127.0.0.1:2049/export/disk0.img?version=3" } },
+		{ "url-upper-case", { "d", 0, 0, 0, 0, "NFS://h/e/d" } },
+		{ "file-max-numbers", { "a b \xc3\xa9.img", UINT64_MAX, UINT64_MAX, UINT64_MAX,
 					UINT64_MAX, "/a b/\xc3\xa9" } },
 	};
 	static const struct {
 		const char *name, *text;
 	} near[] = {
 		{ "file-zero-target",
-		  "dioloop-redirect 2\nimage 1 2\ntarget 0 0\npath /x/y\n" },
+		  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 0 0\npath /x/y\n" },
 		{ "url-with-target",
-		  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath nfs://h/e\n" },
+		  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath nfs://h/e\n" },
 		{ "no-final-newline",
-		  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x" },
+		  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x" },
 		{ "version-1", "dioloop-redirect 1\n/x/y\n" },
 		{ "number-overflow",
-		  "dioloop-redirect 2\nimage 18446744073709551616 2\ntarget 3 4\npath /x\n" },
+		  "dioloop-redirect 2\nname a.img\nimage 18446744073709551616 2\ntarget 3 4\npath /x\n" },
 		{ "relative-path",
-		  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath x/y\n" },
+		  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath x/y\n" },
 		{ "tab-in-path",
-		  "dioloop-redirect 2\nimage 1 2\ntarget 3 4\npath /x\ty\n" },
+		  "dioloop-redirect 2\nname a.img\nimage 1 2\ntarget 3 4\npath /x\ty\n" },
 	};
 	size_t i;
 
