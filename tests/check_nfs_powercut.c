@@ -238,29 +238,106 @@ static void apply_part(unsigned char *img, const struct nrecorder *r,
 }
 
 /*
+ * From where each write no longer varies between cuts: once durable, or
+ * once a later write that covers all of it is (it is then overwritten
+ * in every replay: the resend of a write a restart lost, for one).
+ */
+static guint *settled_points(const struct nrecorder *r, const guint *at)
+{
+	guint *settled = g_new(guint, r->recs->len + 1);
+	guint i, j;
+
+	for (i = 0; i < r->recs->len; i++) {
+		const struct nrec *x = nrec_at(r, i);
+
+		settled[i] = at[i];
+		if (x->kind != NREC_WRITE)
+			continue;
+		for (j = i + 1; j < r->recs->len; j++) {
+			const struct nrec *y = nrec_at(r, j);
+
+			if (y->kind == NREC_WRITE && y->off <= x->off &&
+			    x->off + x->len <= y->off + y->len)
+				settled[i] = MIN(settled[i], at[j]);
+		}
+	}
+	return settled;
+}
+
+/* The cuts of one log.  Cuts in increasing order reuse base (what is
+ * settled at a cut stays settled at every later one). */
+struct replay {
+	const struct nrecorder *r;
+	guint *at;		/* durable_points() */
+	guint *settled;		/* settled_points() */
+	unsigned char *base;	/* the records [0, based), all settled at */
+	guint base_cut;		/* the cut it was last extended for */
+	guint based, base_writes;
+};
+
+static void replay_init(struct replay *rp, const struct nrecorder *r)
+{
+	guint i;
+
+	rp->r = r;
+	rp->at = durable_points(r);
+	rp->settled = settled_points(r, rp->at);
+	rp->base = g_malloc0(IMG_SIZE);
+	rp->based = rp->base_writes = rp->base_cut = 0;
+	for (i = 0; i < r->recs->len; i++) {
+		const struct nrec *x = nrec_at(r, i);
+
+		ck_assert_msg(x->kind != NREC_WRITE ||
+				      x->off + x->len <= IMG_SIZE,
+			      "a write answered at %llu+%u is inside the image",
+			      (unsigned long long)x->off, x->len);
+	}
+}
+
+static void replay_clear(struct replay *rp)
+{
+	g_free(rp->at);
+	g_free(rp->settled);
+	g_free(rp->base);
+}
+
+/*
  * The image a server crash at cut leaves, into img (IMG_SIZE bytes, the
  * image was created sparse): the writes before cut in log order, durable
  * ones whole, the others dropped, applied, or torn (each 512-byte sector
  * of the file they touch kept or not).
  */
-static void replay_cut(unsigned char *img, const struct nrecorder *r,
-		       const guint *at, guint cut, struct test_rng *rng,
-		       struct cut_info *ci)
+static void replay_cut(struct replay *rp, unsigned char *img, guint cut,
+		       struct test_rng *rng, struct cut_info *ci)
 {
+	const struct nrecorder *r = rp->r;
 	guint i;
 
-	memset(img, 0, IMG_SIZE);
-	for (i = 0; i < cut; i++) {
+	if (cut < rp->base_cut) {
+		memset(rp->base, 0, IMG_SIZE);
+		rp->based = rp->base_writes = 0;
+	}
+	rp->base_cut = cut;
+	for (; rp->based < cut; rp->based++) {
+		const struct nrec *x = nrec_at(r, rp->based);
+
+		if (x->kind != NREC_WRITE)
+			continue;
+		if (rp->settled[rp->based] >= cut)
+			break;
+		apply_part(rp->base, r, x, 0, IMG_SIZE);
+		rp->base_writes++;
+	}
+	memcpy(img, rp->base, IMG_SIZE);
+	ci->durable = rp->base_writes;
+	for (i = rp->based; i < cut; i++) {
 		const struct nrec *x = nrec_at(r, i);
 		unsigned int how;
 		uint64_t s;
 
 		if (x->kind != NREC_WRITE)
 			continue;
-		ck_assert_msg(x->off + x->len <= IMG_SIZE,
-			      "a write answered at %llu+%u is inside the image",
-			      (unsigned long long)x->off, x->len);
-		if (at[i] < cut) {
+		if (rp->at[i] < cut) {
 			ci->durable++;
 			apply_part(img, r, x, 0, IMG_SIZE);
 			continue;
@@ -480,7 +557,8 @@ static void run_batch(struct backend *b, struct nrecorder *r, GArray *ops,
  * flush; the file on the server must then hold every write.
  */
 static void run_workload(const char *url, const char *path,
-			 struct nrecorder *r, GArray *ops, struct test_rng *rng)
+			 struct nrecorder *r, GArray *ops, struct test_rng *rng,
+			 struct nfs_backend_stats *stp)
 {
 	struct backend_open_args args = { .path = url };
 	struct restart rs = { 0 };
@@ -500,10 +578,15 @@ static void run_workload(const char *url, const char *path,
 	ck_assert_msg(ret == 0, "open %s: %s", url, g_strerror(-ret));
 	for (i = 0; i < before; i++)
 		run_batch(b, r, ops, rng, i == before - 1);
-	/* Retained unstable writes now; more go out during the restart. */
+	/*
+	 * Unstable writes are retained now, none committed; more go out
+	 * during the restart, with no flush (its COMMIT could still reach
+	 * the old server): the first COMMIT after it must see a new
+	 * verifier.
+	 */
 	rs.thread = g_thread_new("restart", restart_thread, &rs);
 	for (i = 0; i < 200 && !atomic_load(&rs.done); i++)
-		run_batch(b, r, ops, rng, false);
+		run_batch(b, r, ops, rng, true);
 	g_thread_join(rs.thread);
 	ck_assert_msg(rs.status == 0, "server restart failed: %d", rs.status);
 	for (i = 0; i < after; i++)
@@ -513,6 +596,7 @@ static void run_workload(const char *url, const char *path,
 	nrec_append(r, &(struct nrec){ .kind = NREC_USER_FLUSH,
 				       .op = ops->len });
 	nfs_backend_get_stats(b, &st);
+	*stp = st;
 	backend_close(b);
 	atomic_store(&dioloop_iorec, NULL);
 	fprintf(stderr, "workload: %u writes, %u records (%u WRITE answers, %u stable; %u COMMITs answered; %u flushes, %u flush rounds), %.1f MiB; reconnects %llu, verifier changes %llu, resent %llu writes\n",
@@ -539,12 +623,16 @@ static void run_workload(const char *url, const char *path,
 	g_free(buf);
 }
 
+#define CHUNK 4096u
+#define NR_CHUNKS (IMG_SIZE / CHUNK)
+
 /* What a cut expects: the model after writes [0, model_ops). */
 struct expect {
 	unsigned char *model;
 	guint model_ops;
 	unsigned char *buf;
-	bool *ok;
+	bool *ok;			/* per byte, in chunks that differ */
+	bool differs[NR_CHUNKS];
 };
 
 /* The first byte of img that holds neither the flushed model's value
@@ -552,7 +640,8 @@ struct expect {
 static int64_t cut_mismatch(struct expect *e, const unsigned char *img,
 			    GArray *ops, guint flushed, guint started)
 {
-	size_t i;
+	bool any = false;
+	size_t i, c;
 	guint k;
 
 	for (; e->model_ops < flushed; e->model_ops++) {
@@ -562,20 +651,27 @@ static int64_t cut_mismatch(struct expect *e, const unsigned char *img,
 		op_data(o, e->buf);
 		memcpy(e->model + o->pos, e->buf, o->len);
 	}
-	if (!memcmp(img, e->model, IMG_SIZE))
+	for (c = 0; c < NR_CHUNKS; c++) {
+		e->differs[c] = memcmp(img + c * CHUNK, e->model + c * CHUNK,
+				       CHUNK) != 0;
+		any |= e->differs[c];
+		for (i = c * CHUNK; e->differs[c] && i < (c + 1) * CHUNK; i++)
+			e->ok[i] = img[i] == e->model[i];
+	}
+	if (!any)
 		return -1;
-	for (i = 0; i < IMG_SIZE; i++)
-		e->ok[i] = img[i] == e->model[i];
 	for (k = flushed; k < started; k++) {
 		const struct op *o = &g_array_index(ops, struct op, k);
 
 		op_data(o, e->buf);
 		for (i = 0; i < o->len; i++)
-			e->ok[o->pos + i] |= img[o->pos + i] == e->buf[i];
+			if (e->differs[(o->pos + i) / CHUNK])
+				e->ok[o->pos + i] |= img[o->pos + i] == e->buf[i];
 	}
-	for (i = 0; i < IMG_SIZE; i++)
-		if (!e->ok[i])
-			return (int64_t)i;
+	for (c = 0; c < NR_CHUNKS; c++)
+		for (i = c * CHUNK; e->differs[c] && i < (c + 1) * CHUNK; i++)
+			if (!e->ok[i])
+				return (int64_t)i;
 	return -1;
 }
 
@@ -611,7 +707,7 @@ static GArray *pick_cuts(const struct nrecorder *r, unsigned int n,
 static void check_cuts(const struct nrecorder *r, GArray *ops,
 		       unsigned int n, struct test_rng *rng)
 {
-	guint *at = durable_points(r);
+	struct replay rp;
 	GArray *cuts = pick_cuts(r, n, rng);
 	unsigned char *img = g_malloc(IMG_SIZE);
 	struct expect e = { .model = g_malloc0(IMG_SIZE),
@@ -620,6 +716,7 @@ static void check_cuts(const struct nrecorder *r, GArray *ops,
 	guint k, scanned = 0, flushed = 0, started = 0, uncertain = 0;
 	gint64 t0 = g_get_monotonic_time();
 
+	replay_init(&rp, r);
 	for (k = 0; k < cuts->len; k++) {
 		guint cut = g_array_index(cuts, guint, k);
 		struct cut_info ci = { .cut = cut, .nr_recs = r->recs->len };
@@ -633,7 +730,7 @@ static void check_cuts(const struct nrecorder *r, GArray *ops,
 			else if (x->kind == NREC_OP_BEGIN)
 				started = x->op + 1;
 		}
-		replay_cut(img, r, at, cut, rng, &ci);
+		replay_cut(&rp, img, cut, rng, &ci);
 		ci.flushed = flushed;
 		ci.started = started;
 		uncertain += ci.uncertain;
@@ -661,7 +758,7 @@ static void check_cuts(const struct nrecorder *r, GArray *ops,
 	fprintf(stderr, "%u cuts checked in %.1f s (%u uncertain writes replayed)\n",
 		cuts->len, (g_get_monotonic_time() - t0) / 1e6, uncertain);
 	g_array_free(cuts, TRUE);
-	g_free(at);
+	replay_clear(&rp);
 	g_free(img);
 	g_free(e.model);
 	g_free(e.buf);
@@ -673,7 +770,7 @@ static void check_cuts(const struct nrecorder *r, GArray *ops,
 static void fake_write(struct nrecorder *r, uint64_t off, uint32_t len,
 		       unsigned char fill, bool stable, uint64_t verf)
 {
-	unsigned char data[4096];
+	unsigned char data[8192];
 	struct dioloop_iorec_remote ev = {
 		.kind = DIOLOOP_IOREC_REMOTE_WRITE, .store = r->store,
 		.off = off, .len = len, .data = data, .stable = stable,
@@ -695,7 +792,8 @@ static void fake_event(struct nrecorder *r, enum dioloop_iorec_remote_kind kind,
 
 /* The replay rules on a made-up log: stable writes are durable at once,
  * unstable ones only after a COMMIT sent after their answer returns
- * their verifier; the others are sometimes lost, sometimes kept. */
+ * their verifier; the others are sometimes lost, sometimes kept, unless
+ * a durable later write covers them. */
 START_TEST(test_nfs_powercut_durability_rules)
 {
 	struct nrecorder *r = nrecorder_new("nfs://h/d/x.img");
@@ -703,8 +801,9 @@ START_TEST(test_nfs_powercut_durability_rules)
 		.kind = DIOLOOP_IOREC_REMOTE_COMMIT, .store = "nfs://h/d/y.img",
 	};
 	unsigned char *img = g_malloc(IMG_SIZE);
+	struct replay rp;
 	struct test_rng rng;
-	guint *at, i, end;
+	guint i, end;
 	bool seen_lost = false, seen_kept = false;
 
 	test_rng_init(&rng, 1);
@@ -716,33 +815,47 @@ START_TEST(test_nfs_powercut_durability_rules)
 	fake_write(r, 12288, 4096, 4, false, 7);	/* 5: server restarted */
 	fake_event(r, DIOLOOP_IOREC_REMOTE_COMMIT_SENT, 0);	/* 6 */
 	fake_event(r, DIOLOOP_IOREC_REMOTE_COMMIT, 9);	/* 7: new verifier */
+	fake_write(r, 12188, 4196, 5, false, 9);	/* 8: covers 5 */
+	fake_event(r, DIOLOOP_IOREC_REMOTE_COMMIT_SENT, 0);	/* 9 */
+	fake_event(r, DIOLOOP_IOREC_REMOTE_COMMIT, 9);	/* 10 */
 	r->hook.remote(&r->hook, &other);		/* not this image */
-	ck_assert_uint_eq(r->recs->len, 8);
-	at = durable_points(r);
-	ck_assert_uint_eq(at[0], 3);
-	ck_assert_uint_eq(at[2], G_MAXUINT);
-	ck_assert_uint_eq(at[4], 4);
-	ck_assert_uint_eq(at[5], G_MAXUINT);
+	ck_assert_uint_eq(r->recs->len, 11);
+	replay_init(&rp, r);
+	ck_assert_uint_eq(rp.at[0], 3);
+	ck_assert_uint_eq(rp.at[2], G_MAXUINT);
+	ck_assert_uint_eq(rp.at[4], 4);
+	ck_assert_uint_eq(rp.at[5], G_MAXUINT);
+	ck_assert_uint_eq(rp.at[8], 10);
+	ck_assert_uint_eq(rp.settled[5], 10);
+	ck_assert_uint_eq(rp.settled[2], G_MAXUINT);
 	end = r->recs->len;
-	for (i = 0; i < 200; i++) {
+	/* Until both outcomes were seen (each has odds above 1/4). */
+	for (i = 0; i < 1000 && (i < 8 || !seen_lost || !seen_kept); i++) {
 		struct cut_info ci = { 0 };
 
-		replay_cut(img, r, at, end, &rng, &ci);
-		ck_assert_uint_eq(ci.durable, 2);
+		replay_cut(&rp, img, end, &rng, &ci);
+		ck_assert_uint_eq(ci.durable, 3);
 		ck_assert_uint_eq(ci.uncertain, 2);
 		ck_assert_msg(img[0] == 1 && img[4095] == 1 &&
-			      img[8192] == 3 && img[9191] == 3 && img[9192] == 0,
+			      img[8192] == 3 && img[9191] == 3 &&
+			      img[9192] == 0 && img[12188] == 5 &&
+			      img[16383] == 5,
 			      "durable writes are whole");
+		/* Before the resend was committed: write 5 may be lost. */
+		memset(&ci, 0, sizeof(ci));
+		replay_cut(&rp, img, 8, &rng, &ci);
+		ck_assert_uint_eq(ci.durable, 2);
+		ck_assert_uint_eq(ci.uncertain, 2);
 		seen_lost |= img[12288 + 4095] == 0;
 		seen_kept |= img[12288 + 4095] == 4;
-		/* Cut before the COMMIT answer: write 0 is not durable. */
+		/* Before the COMMIT answer: write 0 is not durable. */
 		memset(&ci, 0, sizeof(ci));
-		replay_cut(img, r, at, 3, &rng, &ci);
+		replay_cut(&rp, img, 3, &rng, &ci);
 		ck_assert_uint_eq(ci.durable, 0);
 	}
 	ck_assert_msg(seen_lost && seen_kept,
 		      "an uncommitted write is sometimes lost, sometimes kept");
-	g_free(at);
+	replay_clear(&rp);
 	g_free(img);
 	nrecorder_free(r);
 }
@@ -759,12 +872,13 @@ START_TEST(test_nfs_powercut_flushed_writes_survive)
 	struct nrecorder *r = nrecorder_new(url);
 	GArray *ops = g_array_new(FALSE, FALSE, sizeof(struct op));
 	GHashTable *verfs = g_hash_table_new(g_int64_hash, g_int64_equal);
+	struct nfs_backend_stats st;
 	struct test_rng rng;
 	guint i;
 
 	ck_assert_msg(server_ctl("start") == 0, "start the server");
 	test_rng_init(&rng, 2);
-	run_workload(url, path, r, ops, &rng);
+	run_workload(url, path, r, ops, &rng, &st);
 	for (i = 0; i < r->recs->len; i++)
 		if (nrec_at(r, i)->kind == NREC_WRITE ||
 		    nrec_at(r, i)->kind == NREC_COMMIT)
@@ -773,6 +887,11 @@ START_TEST(test_nfs_powercut_flushed_writes_survive)
 		      "the restart gave the server a new write verifier (answers carried %u)",
 		      g_hash_table_size(verfs));
 	check_cuts(r, ops, nr_cuts(300), &rng);
+	/* Last: the cuts are what must catch a backend that skips this. */
+	ck_assert_msg(st.verifier_changes >= 1 && st.resent_writes >= 1,
+		      "the backend saw the new verifier (%llu times) and sent its uncommitted writes again (%llu)",
+		      (unsigned long long)st.verifier_changes,
+		      (unsigned long long)st.resent_writes);
 	g_hash_table_destroy(verfs);
 	g_array_free(ops, TRUE);
 	nrecorder_free(r);
