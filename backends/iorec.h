@@ -18,6 +18,9 @@
  *   name      (optional) a name in directory dirfd changed: a file was
  *             created (fd: the new file, open), unlinked, or renamed to
  *             new_name.  Sidecars such as raw's orphan record.
+ *   remote    (optional) a remote store's view (nfs), see
+ *             struct dioloop_iorec_remote: what the server answered to
+ *             each WRITE and COMMIT, and the flushes around them.
  * Callbacks run on whatever thread did the I/O and must be thread-safe.
  *
  * The dioloop_iorec_<syscall>() wrappers below make the call and report
@@ -35,6 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -43,6 +47,33 @@ enum dioloop_iorec_name_op {
 	DIOLOOP_IOREC_CREATE,
 	DIOLOOP_IOREC_UNLINK,
 	DIOLOOP_IOREC_RENAME,
+};
+
+enum dioloop_iorec_remote_kind {
+	DIOLOOP_IOREC_REMOTE_WRITE,	/* the server took len bytes at off */
+	DIOLOOP_IOREC_REMOTE_COMMIT_SENT,
+	DIOLOOP_IOREC_REMOTE_COMMIT,	/* a COMMIT answered OK, with verf */
+	DIOLOOP_IOREC_REMOTE_FLUSH_BEGIN,
+	DIOLOOP_IOREC_REMOTE_FLUSH_END,	/* res: 0 or -errno */
+};
+
+#define DIOLOOP_IOREC_VERF_SIZE 8
+
+/*
+ * One event of a remote store, named by store (its URL).  A WRITE is
+ * reported when its answer arrives: stable when the server answered
+ * FILE_SYNC or DATA_SYNC, else only durable once a COMMIT sent after the
+ * answer returns the same verf (the server instance's write verifier).
+ */
+struct dioloop_iorec_remote {
+	enum dioloop_iorec_remote_kind kind;
+	const char *store;
+	uint64_t off;
+	uint32_t len;
+	const void *data;
+	bool stable;
+	unsigned char verf[DIOLOOP_IOREC_VERF_SIZE];
+	int res;
 };
 
 struct dioloop_iorec {
@@ -59,6 +90,8 @@ struct dioloop_iorec {
 	void (*name)(struct dioloop_iorec *r, int dirfd,
 		     enum dioloop_iorec_name_op op, const char *name,
 		     const char *new_name, int fd);
+	void (*remote)(struct dioloop_iorec *r,
+		       const struct dioloop_iorec_remote *ev);
 };
 
 /* The installed recorder, or NULL.  Set it before opening the backend. */
@@ -111,6 +144,26 @@ static inline void dioloop_iorec_created(int dirfd, const char *name, int fd)
 	if (r && r->name)
 		r->name(r, dirfd, DIOLOOP_IOREC_CREATE, name, NULL, fd);
 	errno = saved;
+}
+
+/* Report a remote store's event; verf may be NULL (no verifier). */
+static inline void dioloop_iorec_remote(enum dioloop_iorec_remote_kind kind,
+					const char *store, uint64_t off,
+					const void *data, uint32_t len,
+					bool stable, const void *verf, int res)
+{
+	struct dioloop_iorec *r = dioloop_iorec_get();
+
+	if (r && r->remote) {
+		struct dioloop_iorec_remote ev = {
+			.kind = kind, .store = store, .off = off, .len = len,
+			.data = data, .stable = stable, .res = res,
+		};
+
+		if (verf)
+			memcpy(ev.verf, verf, sizeof(ev.verf));
+		r->remote(r, &ev);
+	}
 }
 
 /* fsync (data_only: fdatasync) of fd, reported as a flush. */

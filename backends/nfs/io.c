@@ -10,9 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/iorec.h"
 #include "backends/nfs/nfs_int.h"
 
 #define DNFS_DEADLINE_SCAN_US (100 * 1000)
+
+_Static_assert(NFS3_WRITEVERFSIZE == DIOLOOP_IOREC_VERF_SIZE,
+	       "the recorder keeps a whole write verifier");
 
 static int64_t dnfs_now(void)
 {
@@ -121,8 +125,12 @@ ssize_t dnfs_submit(struct dnfs *d, struct kiocb *iocb)
 
 int dnfs_ctl_run(struct dnfs *d, struct dnfs_ctl *ctl)
 {
+	bool flush = ctl->kind == DNFS_CTL_FLUSH;
 	int err;
 
+	if (flush)
+		dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_FLUSH_BEGIN, d->url.url,
+				     0, NULL, 0, false, NULL, 0);
 	ctl->link.data = ctl;
 	ctl->deadline_us = dnfs_now() + d->timeout_us;
 	g_mutex_lock(&d->lock);
@@ -138,6 +146,9 @@ int dnfs_ctl_run(struct dnfs *d, struct dnfs_ctl *ctl)
 		g_cond_wait(&d->cond, &d->lock);
 	err = ctl->err;
 	g_mutex_unlock(&d->lock);
+	if (flush)
+		dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_FLUSH_END, d->url.url,
+				     0, NULL, 0, false, NULL, err);
 	return err;
 }
 
@@ -409,6 +420,9 @@ static void dnfs_write_cb(struct rpc_context *rpc, int status, void *data,
 		dnfs_piece_fail(d, p, -EIO);
 		return;
 	}
+	dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_WRITE, d->url.url,
+			     p->pos + p->done, p->data + p->done, ok->count,
+			     ok->committed != UNSTABLE, ok->verf, 0);
 	if (p->done == 0) {
 		memcpy(p->verf, ok->verf, sizeof(p->verf));
 		p->verf_valid = true;
@@ -533,6 +547,8 @@ static void dnfs_commit_cb(struct rpc_context *rpc, int status, void *data,
 	}
 	atomic_fetch_add(&d->stats.commits, 1);
 	verf = res->COMMIT3res_u.resok.verf;
+	dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_COMMIT, d->url.url, 0, NULL,
+			     0, false, verf, 0);
 	for (l = d->writes.head; l && !mismatch; l = l->next) {
 		struct dnfs_piece *p = l->data;
 
@@ -751,6 +767,8 @@ static void dnfs_maybe_commit(struct dnfs *d)
 	d->commit_gen = d->gen;
 	d->commit_mark = d->done_counter;
 	atomic_fetch_add(&d->stats.rpcs, 1);
+	dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_COMMIT_SENT, d->url.url, 0,
+			     NULL, 0, false, NULL, 0);
 	if (rpc_nfs3_commit_async(dnfs_rpc(d), dnfs_commit_cb, &a, d) < 0) {
 		d->commit_inflight = false;
 		dnfs_conn_broken(d, rpc_get_error(dnfs_rpc(d)));
