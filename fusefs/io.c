@@ -695,7 +695,8 @@ static void dioloop_work_copy(struct dioloop_work *w)
 					     (uint64_t)w->off_out + w->done);
 			if (ret <= 0)
 				goto out;
-			dioloop_node_changed(out, (uint64_t)w->off_out + w->done,
+			dioloop_node_changed(out,
+					     (uint64_t)w->off_out + w->done,
 					     (uint64_t)ret);
 			w->done += (uint64_t)ret;
 			w->stage = STAGE_COPY_NEXT;

@@ -295,7 +295,8 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 struct job_forget {
 	struct dioloop_fs *fs;
 	fuse_ino_t ino;
-	struct dioloop_migration *job;	/* lives while the lookup is held */
+	struct dioloop_migration *job;	/* lives while the lookup is
+					 * held */
 	unsigned int generation;	/* the run whose thread to join */
 };
 
