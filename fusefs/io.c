@@ -256,6 +256,7 @@ enum dioloop_work_kind {
 enum dioloop_work_stage {
 	STAGE_START,		/* checks, then ask the throttle */
 	STAGE_ADMITTED,		/* fallocate's op, copy's clone */
+	STAGE_CLONED,		/* copy: the clone ended with clone_ret */
 	STAGE_COPY_NEXT,	/* copy: ask to read the next chunk */
 	STAGE_COPY_READ,	/* copy: read it */
 	STAGE_COPY_WRITE,	/* copy: write what was read */
@@ -285,6 +286,7 @@ struct dioloop_work {
 	struct dioloop_throttle_req treq;	/* waiting for the limits */
 	struct fault_op fop;	/* flush, discard, write-zeroes */
 	bool clone;		/* copy: try the backend's clone first */
+	ssize_t clone_ret;	/* copy: what the clone returned */
 	uint64_t done;		/* copy: bytes copied */
 	size_t chunk;		/* copy: bytes read, to write */
 	void *buf;		/* copy: the chunk */
@@ -364,11 +366,12 @@ static bool dioloop_work_admit(struct dioloop_work *w,
 	return dioloop_throttle_submit(t, &w->treq);
 }
 
-/* Run fop (flush, discard, write-zeroes) on node's backend, with no
- * thread waiting out a fault delay: 0, -errno, or -EIOCBQUEUED (then
- * fop->done is called from the fault layer's delay thread). */
-static int dioloop_node_blocking_op(struct dioloop_node *node,
-				    struct fault_op *fop)
+/* Run fop (flush, discard, write-zeroes, clone from fop->src) on node's
+ * backend, with no thread waiting out a fault delay: its result, or
+ * -EIOCBQUEUED (then fop->done is called from the fault layer's delay
+ * thread). */
+static ssize_t dioloop_node_blocking_op(struct dioloop_node *node,
+					struct fault_op *fop)
 {
 	if (node->b->ops == &fault_backend_ops)
 		return fault_backend_submit_op(node->b, fop);
@@ -377,6 +380,9 @@ static int dioloop_node_blocking_op(struct dioloop_node *node,
 		return backend_flush(node->b);
 	case FAULT_KIND_DISCARD:
 		return backend_discard(node->b, fop->pos, fop->len);
+	case FAULT_KIND_CLONE_RANGE:
+		return backend_clone_range(fop->src, fop->src_pos, node->b,
+					   fop->pos, fop->len);
 	default:
 		return backend_write_zeroes(node->b, fop->pos, fop->len);
 	}
@@ -393,23 +399,24 @@ static void dioloop_fsync_finish(struct dioloop_work *w, int ret)
 	g_free(w);
 }
 
-static void dioloop_fsync_op_done(struct fault_op *fop, int ret)
+static void dioloop_fsync_op_done(struct fault_op *fop, ssize_t ret)
 {
-	dioloop_fsync_finish(container_of(fop, struct dioloop_work, fop), ret);
+	dioloop_fsync_finish(container_of(fop, struct dioloop_work, fop),
+			     (int)ret);
 }
 
 /* fsync.  Flush thread: fsyncs have threads of their own, which
  * throttled or delayed ops never hold. */
 static void dioloop_work_fsync(struct dioloop_work *w)
 {
-	int ret;
+	ssize_t ret;
 
 	dioloop_node_io_begin(w->node);
 	w->fop = (struct fault_op){ .kind = FAULT_KIND_FLUSH,
 				    .done = dioloop_fsync_op_done };
 	ret = dioloop_node_blocking_op(w->node, &w->fop);
 	if (ret != -EIOCBQUEUED)
-		dioloop_fsync_finish(w, ret);
+		dioloop_fsync_finish(w, (int)ret);
 }
 
 /* ---- fallocate ---- */
@@ -480,16 +487,17 @@ static void dioloop_fallocate_finish(struct dioloop_work *w, int ret)
 	dioloop_fallocate_reply(w, ret);
 }
 
-static void dioloop_fallocate_op_done(struct fault_op *fop, int ret)
+static void dioloop_fallocate_op_done(struct fault_op *fop, ssize_t ret)
 {
 	dioloop_fallocate_finish(container_of(fop, struct dioloop_work, fop),
-				 ret);
+				 (int)ret);
 }
 
 /* fallocate, from w->stage.  Worker thread. */
 static void dioloop_work_fallocate(struct dioloop_work *w)
 {
 	uint64_t len = w->len;
+	ssize_t n;
 	int ret;
 
 	if (w->stage == STAGE_START) {
@@ -515,9 +523,9 @@ static void dioloop_work_fallocate(struct dioloop_work *w)
 					STAGE_ADMITTED))
 			return;
 	}
-	ret = dioloop_node_blocking_op(w->node, &w->fop);
-	if (ret != -EIOCBQUEUED)
-		dioloop_fallocate_finish(w, ret);
+	n = dioloop_node_blocking_op(w->node, &w->fop);
+	if (n != -EIOCBQUEUED)
+		dioloop_fallocate_finish(w, (int)n);
 }
 
 /* SEEK_DATA / SEEK_HOLE from the backend's extent map. */
@@ -597,14 +605,9 @@ static int dioloop_copy_prepare(struct dioloop_work *w)
 	return 1;
 }
 
-/* The backend's clone (it may share only whole blocks): 0 to copy the
- * rest, or -errno. */
-static int dioloop_copy_clone(struct dioloop_work *w)
+/* The clone ended with ret: 0 to copy the rest, or -errno. */
+static int dioloop_copy_cloned(struct dioloop_work *w, ssize_t ret)
 {
-	ssize_t ret = backend_clone_range(w->node->b, (uint64_t)w->off,
-					  w->out->b, (uint64_t)w->off_out,
-					  w->len);
-
 	if (ret < 0 && ret != -EOPNOTSUPP && ret != -EXDEV) {
 		/* It may have changed part of the range. */
 		dioloop_node_changed(w->out, (uint64_t)w->off_out, w->len);
@@ -636,6 +639,16 @@ static void dioloop_copy_finish(struct dioloop_work *w, ssize_t ret)
 	g_free(w);
 }
 
+/* A delayed clone ended: on with the copy on a worker thread.  Delay
+ * thread. */
+static void dioloop_copy_clone_done(struct fault_op *fop, ssize_t ret)
+{
+	struct dioloop_work *w = container_of(fop, struct dioloop_work, fop);
+
+	w->clone_ret = ret;
+	dioloop_queue_work(w);
+}
+
 /*
  * copy_file_range: the backend's clone when it has one, the rest a copy
  * through a buffer, each step paying its node's limits (the copy is I/O
@@ -663,7 +676,23 @@ static void dioloop_work_copy(struct dioloop_work *w)
 				return;
 			break;
 		case STAGE_ADMITTED:
-			ret = dioloop_copy_clone(w);
+			/* The backend's clone (it may share only whole
+			 * blocks); a fault delay waits without us. */
+			w->fop = (struct fault_op){
+				.kind = FAULT_KIND_CLONE_RANGE,
+				.src = in->b,
+				.src_pos = (uint64_t)w->off,
+				.pos = (uint64_t)w->off_out,
+				.len = w->len,
+				.done = dioloop_copy_clone_done,
+			};
+			w->stage = STAGE_CLONED;
+			w->clone_ret = dioloop_node_blocking_op(out, &w->fop);
+			if (w->clone_ret == -EIOCBQUEUED)
+				return;
+			break;
+		case STAGE_CLONED:
+			ret = dioloop_copy_cloned(w, w->clone_ret);
 			if (ret < 0)
 				goto out;
 			w->stage = STAGE_COPY_NEXT;

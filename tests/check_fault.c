@@ -627,11 +627,11 @@ struct submitted_op {
 	GMutex lock;
 	GCond cond;
 	int calls;			/* by lock */
-	int ret;			/* by lock */
+	ssize_t ret;			/* by lock */
 	gint64 done_at;			/* by lock */
 };
 
-static void submitted_op_done(struct fault_op *op, int ret)
+static void submitted_op_done(struct fault_op *op, ssize_t ret)
 {
 	struct submitted_op *so = (struct submitted_op *)op;
 
@@ -644,12 +644,12 @@ static void submitted_op_done(struct fault_op *op, int ret)
 }
 
 /* Submit a blocking op; returns submit's result and how long it took. */
-static int submit_op(struct backend *f, struct submitted_op *so,
-		     enum fault_op_kind kind, uint64_t pos, uint64_t len,
-		     gint64 *took)
+static ssize_t submit_op(struct backend *f, struct submitted_op *so,
+			 enum fault_op_kind kind, uint64_t pos, uint64_t len,
+			 gint64 *took)
 {
 	gint64 t0 = g_get_monotonic_time();
-	int ret;
+	ssize_t ret;
 
 	g_mutex_init(&so->lock);
 	g_cond_init(&so->cond);
@@ -662,10 +662,10 @@ static int submit_op(struct backend *f, struct submitted_op *so,
 }
 
 /* Wait for so's done (up to 5 s); its result. */
-static int submitted_op_wait(struct submitted_op *so)
+static ssize_t submitted_op_wait(struct submitted_op *so)
 {
 	gint64 deadline = g_get_monotonic_time() + 5000000;
-	int ret;
+	ssize_t ret;
 
 	g_mutex_lock(&so->lock);
 	while (!so->calls &&
@@ -693,14 +693,14 @@ START_TEST(test_fault_submit_op_delays_without_blocking)
 				.latency_us = LATENCY_US };
 	struct submitted_op so;
 	gint64 took, t0;
-	int ret;
+	ssize_t ret;
 
 	ck_assert_int_eq(write_block(f, 1), BLK);
 	add_rule(f, &r);
 	t0 = g_get_monotonic_time();
 	ret = submit_op(f, &so, FAULT_KIND_FLUSH, 0, 0, &took);
 	ck_assert_msg(ret == -EIOCBQUEUED, "a delayed flush is queued: "
-		      "expected -EIOCBQUEUED, got %d", ret);
+		      "expected -EIOCBQUEUED, got %zd", ret);
 	ck_assert_msg(took < LATENCY_US / 2, "submitting a flush with %d us "
 		      "of latency returns at once, took %lld us", LATENCY_US,
 		      (long long)took);
@@ -749,6 +749,43 @@ START_TEST(test_fault_submit_op_errors_inline_and_delayed)
 			 -EINVAL);
 	submitted_op_clear(&so);
 	backend_close(f);
+}
+END_TEST
+
+/* A delayed clone_range submitted as an op: queued, then run on the
+ * inner backends (mem has no clone: EOPNOTSUPP) once due. */
+START_TEST(test_fault_submit_op_delays_clone_range)
+{
+	struct backend *mem, *f = open_fault("size=1M", NULL);
+	struct backend *g = open_fault("size=1M", &mem);
+	struct fault_rule r = { .ops = FAULT_OP_CLONE_RANGE,
+				.latency_us = LATENCY_US };
+	struct submitted_op so;
+	gint64 took, t0;
+	ssize_t ret;
+
+	add_rule(g, &r);
+	g_mutex_init(&so.lock);
+	g_cond_init(&so.cond);
+	so.calls = 0;
+	so.op = (struct fault_op){ .kind = FAULT_KIND_CLONE_RANGE, .src = f,
+				   .src_pos = 0, .pos = BLK, .len = BLK,
+				   .done = submitted_op_done };
+	t0 = g_get_monotonic_time();
+	ret = fault_backend_submit_op(g, &so.op);
+	took = g_get_monotonic_time() - t0;
+	ck_assert_msg(ret == -EIOCBQUEUED && took < LATENCY_US / 2,
+		      "a delayed clone is queued at once: got %zd after %lld "
+		      "us", ret, (long long)took);
+	ck_assert_int_eq(submitted_op_wait(&so), -EOPNOTSUPP);
+	ck_assert_msg(so.done_at - t0 >= LATENCY_US, "the clone runs after "
+		      "its latency");
+	so.calls = 0;
+	so.op.src = mem;
+	ck_assert_int_eq(fault_backend_submit_op(g, &so.op), -EXDEV);
+	submitted_op_clear(&so);
+	backend_close(f);
+	backend_close(g);
 }
 END_TEST
 
@@ -889,6 +926,7 @@ static Suite *fault_suite(void)
 	tcase_add_test(latency, test_fault_sync_latency_sleeps);
 	tcase_add_test(latency, test_fault_submit_op_delays_without_blocking);
 	tcase_add_test(latency, test_fault_submit_op_errors_inline_and_delayed);
+	tcase_add_test(latency, test_fault_submit_op_delays_clone_range);
 	tcase_add_test(latency, test_fault_async_many_delayed_complete_once);
 	suite_add_tcase(s, latency);
 	return s;

@@ -152,9 +152,12 @@ static struct fault_verdict fault_decide(struct fault *f,
 	return v;
 }
 
-/* Run a blocking op on the inner backend: 0 or -errno.  Any thread. */
-static int fault_op_run_inner(struct fault *f, const struct fault_op *op)
+/* Run a blocking op on the inner backend(s): its result.  Any
+ * thread. */
+static ssize_t fault_op_run_inner(struct fault *f, const struct fault_op *op)
 {
+	struct fault *fsrc;
+
 	switch (op->kind) {
 	case FAULT_KIND_FLUSH:
 		return backend_flush(f->inner);
@@ -162,6 +165,10 @@ static int fault_op_run_inner(struct fault *f, const struct fault_op *op)
 		return backend_discard(f->inner, op->pos, op->len);
 	case FAULT_KIND_WRITE_ZEROES:
 		return backend_write_zeroes(f->inner, op->pos, op->len);
+	case FAULT_KIND_CLONE_RANGE:
+		fsrc = op->src->priv;
+		return backend_clone_range(fsrc->inner, op->src_pos, f->inner,
+					   op->pos, op->len);
 	default:
 		return -EINVAL;
 	}
@@ -171,8 +178,7 @@ static int fault_op_run_inner(struct fault *f, const struct fault_op *op)
  * call its done.  Delay thread. */
 static void fault_op_finish(struct fault *f, struct fault_req *req)
 {
-	int ret = req->res < 0 ? (int)req->res :
-				 fault_op_run_inner(f, req->op);
+	ssize_t ret = req->res < 0 ? req->res : fault_op_run_inner(f, req->op);
 
 	req->op->done(req->op, ret);
 }
@@ -347,7 +353,7 @@ static ssize_t fault_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 }
 
 /* Run or delay a blocking op (fault.h).  Any thread; never sleeps. */
-int fault_backend_submit_op(struct backend *b, struct fault_op *op)
+ssize_t fault_backend_submit_op(struct backend *b, struct fault_op *op)
 {
 	struct fault *f = b->priv;
 	struct fault_verdict v;
@@ -355,8 +361,12 @@ int fault_backend_submit_op(struct backend *b, struct fault_op *op)
 
 	g_assert(b->ops == &fault_backend_ops);
 	if (op->kind != FAULT_KIND_FLUSH && op->kind != FAULT_KIND_DISCARD &&
-	    op->kind != FAULT_KIND_WRITE_ZEROES)
+	    op->kind != FAULT_KIND_WRITE_ZEROES &&
+	    op->kind != FAULT_KIND_CLONE_RANGE)
 		return -EINVAL;
+	if (op->kind == FAULT_KIND_CLONE_RANGE &&
+	    op->src->ops != &fault_backend_ops)
+		return -EXDEV;
 	v = fault_decide(f, op->kind, op->kind != FAULT_KIND_FLUSH, op->pos,
 			 op->len);
 	if (!v.latency_us)
