@@ -131,8 +131,8 @@ expect_quick "fsync of b.img (no limit) while 16 copies wait for a.img's limit" 
 expect_quick "dioloop limit b.img iops=100000 while 16 copies wait for a.img's limit" \
 	"$DIOLOOP_BIN" limit "$MNT/b.img" iops=100000
 # The first copy's first read went within the burst: the others wait
-# (given up to 10 s more to arrive on a slow machine).
-for ((i = 0; i < 100; i++)); do
+# (given up to 30 s more to arrive on a slow machine).
+for ((i = 0; i < 300; i++)); do
 	n=$(queued a.img)
 	[[ $n == 15 ]] && break
 	sleep 0.1
