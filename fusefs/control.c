@@ -132,14 +132,14 @@ GPtrArray *dioloop_ctl_names(void)
 	return names;
 }
 
-/* Opening stats.json: the snapshot, built on the worker pool. */
+/* Opening stats.json: the snapshot, built on the control pool. */
 struct stats_open {
 	fuse_req_t req;
 	struct fuse_file_info fi;	/* a copy: the caller's is gone */
 	struct dioloop_fs *fs;
 };
 
-/* Build the snapshot and answer the open.  Worker thread. */
+/* Build the snapshot and answer the open.  Control thread. */
 static void stats_open_run(void *arg)
 {
 	struct stats_open *so = arg;
@@ -155,7 +155,7 @@ static void stats_open_run(void *arg)
 	g_free(so);
 }
 
-/* Open stats.json (snapshot built on the worker pool) or ctl.
+/* Open stats.json (snapshot built on the control pool) or ctl.
  * FUSE worker. */
 void dioloop_ctl_open(fuse_req_t req, fuse_ino_t ino,
 		      struct fuse_file_info *fi)
@@ -184,7 +184,7 @@ void dioloop_ctl_open(fuse_req_t req, fuse_ino_t ino,
 		so->req = req;
 		so->fi = *fi;
 		so->fs = fs_of(req);
-		dioloop_io_call(so->fs, stats_open_run, so);
+		dioloop_ctl_call(so->fs, stats_open_run, so);
 		return;
 	}
 	/* Commands act as the daemon's user: only it (or root) may give
@@ -218,7 +218,7 @@ void dioloop_ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_buf(req, buf, n);
 }
 
-/* A command written to ctl, run on the worker pool. */
+/* A command written to ctl, run on the control pool. */
 struct ctl_job {
 	fuse_req_t req;
 	struct dioloop_fs *fs;
@@ -227,7 +227,7 @@ struct ctl_job {
 	size_t size;
 };
 
-/* Run each line of the job; the first failure ends it.  Worker thread. */
+/* Run each line of the job; the first failure ends it.  Control thread. */
 static void ctl_job_run(void *arg)
 {
 	struct ctl_job *job = arg;
@@ -253,7 +253,7 @@ static void ctl_job_run(void *arg)
 	g_free(job);
 }
 
-/* A command for ctl: run on the worker pool, which replies.  FUSE
+/* A command for ctl: run on the control pool, which replies.  FUSE
  * worker. */
 void dioloop_ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		       size_t size, off_t off, struct fuse_file_info *fi)
@@ -275,7 +275,7 @@ void dioloop_ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	/* The buffer is the FUSE worker's: copy it. */
 	job->text = g_strndup(buf, size);
 	job->size = size;
-	dioloop_io_call(job->fs, ctl_job_run, job);
+	dioloop_ctl_call(job->fs, ctl_job_run, job);
 }
 
 /* Close a control file.  FUSE worker. */
@@ -595,7 +595,7 @@ struct ctl_scrub {
 	GString *bad;
 };
 
-/* Publish progress for scrub-status and stats.json.  Worker thread. */
+/* Publish progress for scrub-status and stats.json.  Control thread. */
 static bool ctl_scrub_progress(void *opaque, const struct cow_scrub_progress *p)
 {
 	struct ctl_scrub *sc = opaque;
@@ -608,7 +608,7 @@ static bool ctl_scrub_progress(void *opaque, const struct cow_scrub_progress *p)
 	return true;
 }
 
-/* One bad block: a line of the reply.  Worker thread. */
+/* One bad block: a line of the reply.  Control thread. */
 static void ctl_scrub_bad(void *opaque, const struct cow_bad_block *bad)
 {
 	struct ctl_scrub *sc = opaque;
@@ -653,12 +653,15 @@ static int ctl_scrub(struct dioloop_fs *fs, int argc, char **argv,
 		return -EBUSY;
 	}
 	sc.bad = g_string_new(NULL);
-	g_message("%s: scrub started", node->image);
-	/* It may take long: the pool gets a thread for it meanwhile. */
-	dioloop_io_long_begin(fs);
-	ret = cow_scrub(dioloop_node_cow_backend(node->b), ctl_scrub_progress,
-			ctl_scrub_bad, &sc, &res);
-	dioloop_io_long_end(fs);
+	/* It may take long: the control pool gets a thread for the other
+	 * commands meanwhile, or the scrub does not start. */
+	ret = dioloop_io_long_begin(fs);
+	if (ret == 0) {
+		g_message("%s: scrub started", node->image);
+		ret = cow_scrub(dioloop_node_cow_backend(node->b),
+				ctl_scrub_progress, ctl_scrub_bad, &sc, &res);
+		dioloop_io_long_end(fs);
+	}
 	g_mutex_lock(&fs->lock);
 	sc.l->scrubbing = false;
 	if (ret == 0) {
@@ -714,7 +717,7 @@ static int ctl_scrub_status(struct dioloop_fs *fs, int argc, char **argv,
 	return 0;
 }
 
-/* Run one command line (control.h).  Worker thread. */
+/* Run one command line (control.h).  Control thread. */
 int dioloop_ctl_exec(struct dioloop_fs *fs, const char *line, GString *reply)
 {
 	g_auto(GStrv) argv = NULL;

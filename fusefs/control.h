@@ -46,7 +46,7 @@
  * them; root passes anyway).
  *
  * Threads: the FUSE ops run on FUSE workers and hand anything that may
- * block (opening a node, building the snapshot) to the worker pool.
+ * block (opening a node, building the snapshot) to the control pool.
  */
 #ifndef DIOLOOP_CONTROL_H
 #define DIOLOOP_CONTROL_H
@@ -84,7 +84,7 @@ void dioloop_ctl_release(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi);
 
 /* Run one command line; 0 or -errno, with the reply (or the error's
- * message) appended to reply.  Worker thread (it may open an image). */
+ * message) appended to reply.  Control thread (it may open an image). */
 int dioloop_ctl_exec(struct dioloop_fs *fs, const char *line, GString *reply);
 
 #endif

@@ -7,11 +7,18 @@
  *  - FUSE workers (libfuse's multi-threaded loop) run every request
  *    handler.  They never wait for image I/O: reads and writes become
  *    kiocbs over pool pages and are answered from the completion thread;
- *    ops that may block (fsync, fallocate, lseek, copy_file_range,
- *    truncate) are handed to the worker pool.
+ *    ops that may block (fallocate, lseek, copy_file_range, truncate)
+ *    are handed to the worker pool, fsync to the flush pool, control
+ *    commands to the control pool.
  *  - The aio completion thread (backends/aio.c) completes reads and writes
  *    and sends their replies.
- *  - Worker-pool threads run the blocking ops and reply.
+ *  - Worker-pool threads run the blocking ops and reply.  An op that
+ *    waits for its node's limits or a fault delay waits in a queue, not
+ *    on a thread (io.c), so no pool thread ever sleeps on a limit.
+ *  - Flush-pool threads run fsync; control-pool threads run control
+ *    commands: separate threads, which the worker pool's load never
+ *    takes away.  Every pool starts its threads with it (exclusive), so
+ *    no request ever waits for a thread to be created.
  *  - The throttle's timer thread (throttle.h) dispatches the reads and
  *    writes that had to wait for their node's limits.
  *
@@ -39,6 +46,9 @@
 
 #define DIOLOOP_BLOCK_SIZE 4096
 #define DIOLOOP_MAX_WRITE (1u << 20)
+#define DIOLOOP_FLUSH_THREADS 2u	/* the flush pool */
+#define DIOLOOP_CONTROL_THREADS 2u	/* the control pool, plus one per
+					 * long control job */
 
 struct dioloop_mount_opts {
 	bool readonly;		/* -o ro */
@@ -138,7 +148,10 @@ struct dioloop_fs {
 	struct dioloop_page_pool *pool;
 	struct dioloop_aio *aio;
 	GThreadPool *workers;		/* blocking ops */
-	GMutex workers_lock;		/* long_jobs and the pool's size */
+	GThreadPool *flushers;		/* fsync */
+	GThreadPool *controls;		/* control commands */
+	GMutex workers_lock;		/* long_jobs and the control pool's
+					 * size */
 	unsigned int worker_threads;	/* the pool's size for short ops */
 	unsigned int long_jobs;		/* long control jobs (scrub) running */
 
@@ -292,16 +305,21 @@ void dioloop_do_truncate(fuse_req_t req, struct dioloop_node *node,
 /* May node be truncated to size?  0, or the error a truncate gives for
  * it (-EINVAL, -EROFS, -EPERM, -EFBIG), known before anything changes. */
 int dioloop_truncate_check(struct dioloop_node *node, off_t size);
-/* Start/stop the worker pool used by the blocking ops. */
+/* Start the worker, flush and control pools (0 or -EAGAIN when their
+ * threads cannot be created) / stop them after their queued work. */
 int dioloop_io_start(struct dioloop_fs *fs);
 void dioloop_io_stop(struct dioloop_fs *fs);
-/* Run fn(arg) on the worker pool (for control work that may block). */
+/* Run fn(arg) on the worker pool (work that may block on I/O). */
 void dioloop_io_call(struct dioloop_fs *fs, void (*fn)(void *arg),
 		     void *arg);
-/* A job on the worker pool that may run for long (a scrub) begins/ends:
- * the pool grows by one thread meanwhile, so that the other blocking
- * ops and control commands keep their threads.  Worker thread. */
-void dioloop_io_long_begin(struct dioloop_fs *fs);
+/* Run fn(arg) on the control pool (a control command). */
+void dioloop_ctl_call(struct dioloop_fs *fs, void (*fn)(void *arg),
+		      void *arg);
+/* A control command that may run for long (a scrub) begins/ends: the
+ * control pool grows by one thread meanwhile, so that the other control
+ * commands keep theirs.  begin: 0 or -EAGAIN (no thread could be
+ * created: do not run the job).  Control thread. */
+int dioloop_io_long_begin(struct dioloop_fs *fs);
 void dioloop_io_long_end(struct dioloop_fs *fs);
 
 #endif

@@ -6,8 +6,13 @@
  * Lifetime: node->migration points to the node's last job.  While the
  * engine runs, the write path reaches it through that pointer; before the
  * engine is freed the pointer's engine is cleared and the node drained
- * once, so no completion still uses it.  Jobs are kept (for
- * migrate-status) until the next migration of the node or its end.
+ * once, so no completion still uses it.  The write path reads the
+ * pointer without a lock, so a node's job is never freed while the node
+ * lives: the node's next migration reuses it (after joining its thread),
+ * and it is freed with the node.  Until then it keeps the last result
+ * for migrate-status.  A job's thread is joined as soon as it ends (by
+ * the work that drops the job's lookup of its node), so no ended thread
+ * keeps its stack.
  */
 #include "fusefs/migrate.h"
 
@@ -62,7 +67,9 @@ struct dioloop_migration {
 	 * until the switch gives it to the node. */
 	struct dioloop_image_lock *dest_lock;
 	struct dioloop_image_lock *old_lock;	/* the source's, after it */
-	GThread *thread;
+	GThread *thread;		/* by jobs_lock: until joined */
+	unsigned int generation;	/* runs of this job: written under
+					 * jobs_lock with no thread running */
 
 	GMutex lock;			/* state, message, last */
 	enum job_state state;
@@ -70,9 +77,10 @@ struct dioloop_migration {
 	struct migrate_progress last;	/* progress when the engine ended */
 };
 
-/* Every job started in this process, by jobs_lock.  Jobs are freed only
- * by dioloop_migrations_free, after every request ended, so a node's
- * pointer to its last job never dangles. */
+/* Every job of this process, by jobs_lock: at most one per node, freed
+ * with its node (dioloop_node_migration_free) or at the end
+ * (dioloop_migrations_free), so a node's pointer to its job never
+ * dangles. */
 static GMutex jobs_lock;
 static GPtrArray *jobs;
 
@@ -332,9 +340,13 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 	return 0;
 }
 
+/* The end of a job's run, after its thread: join it, drop the lookup. */
 struct job_forget {
 	struct dioloop_fs *fs;
 	fuse_ino_t ino;
+	struct dioloop_migration *job;	/* lives while the lookup is
+					 * held */
+	unsigned int generation;	/* the run whose thread to join */
 };
 
 static struct job_forget *job_forget_new(struct dioloop_migration *job)
@@ -343,14 +355,34 @@ static struct job_forget *job_forget_new(struct dioloop_migration *job)
 
 	f->fs = job->fs;
 	f->ino = job->node->ino;
+	f->job = job;
+	/* Without jobs_lock: the job's thread calls this, and generation
+	 * changes only after that thread was joined (under jobs_lock). */
+	f->generation = job->generation;
 	return f;
 }
 
-/* Drop the job's lookup of its node (worker pool). */
+/* Join the thread of job's run generation unless someone else (the next
+ * run, the unmount) took it already.  Not from that thread. */
+static void job_reap(struct dioloop_migration *job, unsigned int generation)
+{
+	GThread *t = NULL;
+
+	g_mutex_lock(&jobs_lock);
+	if (job->generation == generation)
+		t = g_steal_pointer(&job->thread);
+	g_mutex_unlock(&jobs_lock);
+	if (t)
+		g_thread_join(t);
+}
+
+/* Reap the ended job's thread, then drop its lookup of its node, which
+ * may free the node and the job with it.  Worker pool. */
 static void job_forget_node(void *arg)
 {
 	struct job_forget *f = arg;
 
+	job_reap(f->job, f->generation);
 	dioloop_node_forget(f->fs, f->ino, 1);
 	g_free(f);
 }
@@ -478,8 +510,8 @@ fail:
 	}
 out:
 	dioloop_node_ctl_end(job->fs, node);
-	/* Not from this thread: dropping the last reference frees the
-	 * node, and with it this job, which joins this thread. */
+	/* Not from this thread: the call joins it, and dropping the last
+	 * reference frees the node and this job with it. */
 	dioloop_io_call(job->fs, job_forget_node, job_forget_new(job));
 	return NULL;
 }
@@ -630,10 +662,45 @@ static int parse_migrate_opts(struct dioloop_migration *job, int argc,
 	return 0;
 }
 
+/*
+ * Make old (a node's ended job) run again as job (a new, unshared job
+ * for the same node), which is freed: old's thread is joined, its last
+ * result dropped.  Returns old.  jobs_lock held.
+ */
+static struct dioloop_migration *job_reuse(struct dioloop_migration *old,
+					   struct dioloop_migration *job)
+{
+	GThread *t = g_steal_pointer(&old->thread);
+
+	/* It ended (not running): what is left of it takes no lock we
+	 * hold.  Its own reap finds the generation changed. */
+	if (t)
+		g_thread_join(t);
+	old->generation++;
+	g_mutex_lock(&old->lock);
+	g_free(old->dest);
+	g_free(old->format);
+	g_free(old->message);
+	old->dest = g_steal_pointer(&job->dest);
+	old->format = g_steal_pointer(&job->format);
+	old->message = NULL;
+	old->opts = job->opts;
+	old->remove_source = job->remove_source;
+	old->created = false;
+	atomic_store(&old->cancel, false);
+	old->dst = NULL;
+	old->state = JOB_COPYING;
+	memset(&old->last, 0, sizeof(old->last));
+	g_mutex_unlock(&old->lock);
+	job_free(job);
+	return old;
+}
+
 int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 			GString *reply)
 {
 	struct dioloop_migration *job, *old;
+	GError *err = NULL;
 	struct dioloop_node *node;
 	struct stat st;
 	int ret;
@@ -723,13 +790,28 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	}
 	job->node = node;
 	job->state = JOB_COPYING;
-	if (!jobs)
-		jobs = g_ptr_array_new();
-	/* The old job stays in jobs (a completion may still read it) until
-	 * dioloop_migrations_free. */
-	g_ptr_array_add(jobs, job);
-	atomic_store(&node->migration, job);
-	job->thread = g_thread_new("migrate", job_thread, job);
+	if (old) {
+		/* The write path may still hold the node's pointer to its
+		 * job: the job is reused, never freed while the node lives. */
+		job = job_reuse(old, job);
+	} else {
+		if (!jobs)
+			jobs = g_ptr_array_new();
+		g_ptr_array_add(jobs, job);
+		atomic_store(&node->migration, job);
+	}
+	job->thread = g_thread_try_new("migrate", job_thread, job, &err);
+	if (!job->thread) {
+		job_set(job, JOB_FAILED, "cannot start its thread: %s",
+			err->message);
+		g_mutex_unlock(&jobs_lock);
+		g_string_append_printf(reply, "migrate: cannot start a thread for '%s': %s\n",
+				       node->name, err->message);
+		g_error_free(err);
+		dioloop_node_ctl_end(fs, node);
+		dioloop_node_forget(fs, node->ino, 1);
+		return -EAGAIN;
+	}
 	g_mutex_unlock(&jobs_lock);
 	g_string_append_printf(reply, "started %s -> %s\n", node->name,
 			       job->dest);
@@ -860,6 +942,17 @@ void dioloop_migrations_free(struct dioloop_fs *fs)
 
 void dioloop_node_migration_free(struct dioloop_node *node)
 {
-	/* The job itself lives until dioloop_migrations_free. */
-	atomic_store(&node->migration, NULL);
+	struct dioloop_migration *job;
+
+	/* The node goes: no request reaches its job any more.  A job
+	 * whose thread is still being joined (the unmount stopping it) is
+	 * left to dioloop_migrations_free. */
+	g_mutex_lock(&jobs_lock);
+	job = atomic_exchange(&node->migration, NULL);
+	if (job && !job->thread && !job_running(job))
+		g_ptr_array_remove_fast(jobs, job);
+	else
+		job = NULL;
+	g_mutex_unlock(&jobs_lock);
+	job_free(job);
 }

@@ -6,7 +6,9 @@
  * shared one) for admission.  Admitted requests go on at once; the others
  * wait in the node's FIFO and the group's timer thread dispatches them
  * when the buckets allow.  A throttled request only ever waits: it never
- * fails, and no FUSE worker waits for it.
+ * fails, and no thread waits for it (there is no call that sleeps until
+ * admission: a blocking op that must wait returns to its pool and goes
+ * on from its dispatch callback).
  *
  * Token buckets: a bucket holds up to `capacity` tokens (rate x burst_ms,
  * at least one) and gains `rate` tokens per second.  A request is
@@ -160,10 +162,6 @@ void dioloop_throttle_get_stats(struct dioloop_throttle *t,
  */
 bool dioloop_throttle_submit(struct dioloop_throttle *t,
 			     struct dioloop_throttle_req *req);
-/* Submit and sleep until admitted: for worker-pool threads only (the
- * timer thread must be running). */
-void dioloop_throttle_wait(struct dioloop_throttle *t, int dir,
-			   uint64_t bytes);
 
 /*
  * Dispatch every waiting request the buckets allow now (calling their

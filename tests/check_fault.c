@@ -621,6 +621,174 @@ START_TEST(test_fault_sync_latency_sleeps)
 }
 END_TEST
 
+/* A blocking op submitted through fault_backend_submit_op. */
+struct submitted_op {
+	struct fault_op op;
+	GMutex lock;
+	GCond cond;
+	int calls;			/* by lock */
+	ssize_t ret;			/* by lock */
+	gint64 done_at;			/* by lock */
+};
+
+static void submitted_op_done(struct fault_op *op, ssize_t ret)
+{
+	struct submitted_op *so = (struct submitted_op *)op;
+
+	g_mutex_lock(&so->lock);
+	so->calls++;
+	so->ret = ret;
+	so->done_at = g_get_monotonic_time();
+	g_cond_signal(&so->cond);
+	g_mutex_unlock(&so->lock);
+}
+
+/* Submit a blocking op; returns submit's result and how long it took. */
+static ssize_t submit_op(struct backend *f, struct submitted_op *so,
+			 enum fault_op_kind kind, uint64_t pos, uint64_t len,
+			 gint64 *took)
+{
+	gint64 t0 = g_get_monotonic_time();
+	ssize_t ret;
+
+	g_mutex_init(&so->lock);
+	g_cond_init(&so->cond);
+	so->calls = 0;
+	so->op = (struct fault_op){ .kind = kind, .pos = pos, .len = len,
+				    .done = submitted_op_done };
+	ret = fault_backend_submit_op(f, &so->op);
+	*took = g_get_monotonic_time() - t0;
+	return ret;
+}
+
+/* Wait for so's done (up to 5 s); its result. */
+static ssize_t submitted_op_wait(struct submitted_op *so)
+{
+	gint64 deadline = g_get_monotonic_time() + 5000000;
+	ssize_t ret;
+
+	g_mutex_lock(&so->lock);
+	while (!so->calls &&
+	       g_cond_wait_until(&so->cond, &so->lock, deadline))
+		;
+	ck_assert_msg(so->calls == 1, "done called once within 5 s, got %d",
+		      so->calls);
+	ret = so->ret;
+	g_mutex_unlock(&so->lock);
+	return ret;
+}
+
+static void submitted_op_clear(struct submitted_op *so)
+{
+	g_mutex_clear(&so->lock);
+	g_cond_clear(&so->cond);
+}
+
+/* A delayed flush or discard submitted as an op holds no thread: submit
+ * returns at once and the delay thread runs the op once due. */
+START_TEST(test_fault_submit_op_delays_without_blocking)
+{
+	struct backend *mem, *f = open_fault("size=1M", &mem);
+	struct fault_rule r = { .ops = FAULT_OP_FLUSH | FAULT_OP_DISCARD,
+				.latency_us = LATENCY_US };
+	struct submitted_op so;
+	gint64 took, t0;
+	ssize_t ret;
+
+	ck_assert_int_eq(write_block(f, 1), BLK);
+	add_rule(f, &r);
+	t0 = g_get_monotonic_time();
+	ret = submit_op(f, &so, FAULT_KIND_FLUSH, 0, 0, &took);
+	ck_assert_msg(ret == -EIOCBQUEUED, "a delayed flush is queued: "
+		      "expected -EIOCBQUEUED, got %zd", ret);
+	ck_assert_msg(took < LATENCY_US / 2, "submitting a flush with %d us "
+		      "of latency returns at once, took %lld us", LATENCY_US,
+		      (long long)took);
+	ck_assert_int_eq(submitted_op_wait(&so), 0);
+	ck_assert_msg(so.done_at - t0 >= LATENCY_US, "the flush completes "
+		      "after its latency: %lld us < %d us",
+		      (long long)(so.done_at - t0), LATENCY_US);
+	submitted_op_clear(&so);
+
+	ret = submit_op(f, &so, FAULT_KIND_DISCARD, BLK, BLK, &took);
+	ck_assert_int_eq(ret, -EIOCBQUEUED);
+	ck_assert_msg(block_has_pattern(mem, 1), "a delayed discard has not "
+		      "run before its latency");
+	ck_assert_int_eq(submitted_op_wait(&so), 0);
+	ck_assert_msg(block_is_zero(mem, 1), "the delayed discard ran");
+	submitted_op_clear(&so);
+	backend_close(f);
+}
+END_TEST
+
+/* Without latency an op runs inline; an injected error with latency
+ * comes through done and the op never runs. */
+START_TEST(test_fault_submit_op_errors_inline_and_delayed)
+{
+	struct backend *mem, *f = open_fault("size=1M", &mem);
+	struct fault_rule now = { .ops = FAULT_OP_WRITE_ZEROES, .error = EIO };
+	struct fault_rule later = { .ops = FAULT_OP_DISCARD, .error = ENOSPC,
+				    .latency_us = LATENCY_US };
+	struct submitted_op so;
+	gint64 took;
+
+	ck_assert_int_eq(write_block(f, 2), BLK);
+	ck_assert_int_eq(submit_op(f, &so, FAULT_KIND_FLUSH, 0, 0, &took), 0);
+	submitted_op_clear(&so);
+	add_rule(f, &now);
+	add_rule(f, &later);
+	ck_assert_int_eq(submit_op(f, &so, FAULT_KIND_WRITE_ZEROES, 2 * BLK,
+				   BLK, &took), -EIO);
+	submitted_op_clear(&so);
+	ck_assert_int_eq(submit_op(f, &so, FAULT_KIND_DISCARD, 2 * BLK, BLK,
+				   &took), -EIOCBQUEUED);
+	ck_assert_int_eq(submitted_op_wait(&so), -ENOSPC);
+	submitted_op_clear(&so);
+	ck_assert_msg(block_has_pattern(mem, 2), "failed ops leave the data");
+	ck_assert_int_eq(submit_op(f, &so, FAULT_KIND_READ, 0, BLK, &took),
+			 -EINVAL);
+	submitted_op_clear(&so);
+	backend_close(f);
+}
+END_TEST
+
+/* A delayed clone_range submitted as an op: queued, then run on the
+ * inner backends (mem has no clone: EOPNOTSUPP) once due. */
+START_TEST(test_fault_submit_op_delays_clone_range)
+{
+	struct backend *mem, *f = open_fault("size=1M", NULL);
+	struct backend *g = open_fault("size=1M", &mem);
+	struct fault_rule r = { .ops = FAULT_OP_CLONE_RANGE,
+				.latency_us = LATENCY_US };
+	struct submitted_op so;
+	gint64 took, t0;
+	ssize_t ret;
+
+	add_rule(g, &r);
+	g_mutex_init(&so.lock);
+	g_cond_init(&so.cond);
+	so.calls = 0;
+	so.op = (struct fault_op){ .kind = FAULT_KIND_CLONE_RANGE, .src = f,
+				   .src_pos = 0, .pos = BLK, .len = BLK,
+				   .done = submitted_op_done };
+	t0 = g_get_monotonic_time();
+	ret = fault_backend_submit_op(g, &so.op);
+	took = g_get_monotonic_time() - t0;
+	ck_assert_msg(ret == -EIOCBQUEUED && took < LATENCY_US / 2,
+		      "a delayed clone is queued at once: got %zd after %lld "
+		      "us", ret, (long long)took);
+	ck_assert_int_eq(submitted_op_wait(&so), -EOPNOTSUPP);
+	ck_assert_msg(so.done_at - t0 >= LATENCY_US, "the clone runs after "
+		      "its latency");
+	so.calls = 0;
+	so.op.src = mem;
+	ck_assert_int_eq(fault_backend_submit_op(g, &so.op), -EXDEV);
+	submitted_op_clear(&so);
+	backend_close(f);
+	backend_close(g);
+}
+END_TEST
+
 /* Many delayed async writes with different latencies all complete once,
  * with the right data, while rules change under them. */
 START_TEST(test_fault_async_many_delayed_complete_once)
@@ -756,6 +924,9 @@ static Suite *fault_suite(void)
 	tcase_add_test(latency, test_fault_async_error_with_latency_completes_later);
 	tcase_add_test(latency, test_fault_async_error_inline_without_latency);
 	tcase_add_test(latency, test_fault_sync_latency_sleeps);
+	tcase_add_test(latency, test_fault_submit_op_delays_without_blocking);
+	tcase_add_test(latency, test_fault_submit_op_errors_inline_and_delayed);
+	tcase_add_test(latency, test_fault_submit_op_delays_clone_range);
 	tcase_add_test(latency, test_fault_async_many_delayed_complete_once);
 	suite_add_tcase(s, latency);
 	return s;

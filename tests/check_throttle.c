@@ -479,15 +479,46 @@ START_TEST(test_throttle_unlimited_admits_inline)
 }
 END_TEST
 
-/* The real timer thread and a blocking waiter (worker-pool style). */
-START_TEST(test_throttle_timer_thread_paces_blocking_waiters)
+/* Requests whose dispatch the real timer thread calls, counted. */
+static GMutex timed_lock;
+static GCond timed_cond;
+static int timed_dispatched;		/* by timed_lock */
+
+static void timed_dispatch(struct dioloop_throttle_req *req)
 {
+	(void)req;
+	g_mutex_lock(&timed_lock);
+	timed_dispatched++;
+	g_cond_signal(&timed_cond);
+	g_mutex_unlock(&timed_lock);
+}
+
+/* Wait until n requests were dispatched or the deadline (monotonic us)
+ * passed: how many were. */
+static int timed_wait(int n, gint64 deadline)
+{
+	int got;
+
+	g_mutex_lock(&timed_lock);
+	while (timed_dispatched < n &&
+	       g_cond_wait_until(&timed_cond, &timed_lock, deadline))
+		;
+	got = timed_dispatched;
+	g_mutex_unlock(&timed_lock);
+	return got;
+}
+
+/* The real timer thread paces waiting requests: no submitter sleeps. */
+START_TEST(test_throttle_timer_thread_paces_queued_requests)
+{
+	struct dioloop_throttle_req reqs[21];
 	struct dioloop_throttle_group g;
 	struct dioloop_throttle t;
 	struct dioloop_limits l;
 	gint64 start, took;
-	int i;
+	int i, admitted = 0;
 
+	timed_dispatched = 0;
 	dioloop_throttle_group_init(&g, NULL, NULL);
 	ck_assert_int_eq(dioloop_throttle_group_start(&g), 0);
 	dioloop_limits_init(&l);
@@ -495,14 +526,65 @@ START_TEST(test_throttle_timer_thread_paces_blocking_waiters)
 	l.burst_ms = 10;	/* one request */
 	dioloop_throttle_init(&t, &g, &l);
 	start = g_get_monotonic_time();
-	for (i = 0; i < 21; i++)
-		dioloop_throttle_wait(&t, DIOLOOP_WRITE, 0);
+	for (i = 0; i < 21; i++) {
+		reqs[i] = (struct dioloop_throttle_req){
+			.dir = DIOLOOP_WRITE, .dispatch = timed_dispatch };
+		if (dioloop_throttle_submit(&t, &reqs[i]))
+			admitted++;
+	}
 	took = g_get_monotonic_time() - start;
-	/* 1 at once, then 20 at 10 ms each. */
-	/* (a generous upper bound: valgrind runs this too) */
-	ck_assert_msg(took >= 190000 && took < 5000000,
-		      "21 waits at 100 IOPS: expected about 200 ms, took %lld us",
-		      (long long)took);
+	/* The burst holds one; the tokens earned meanwhile may let a
+	 * second go into debt. */
+	ck_assert_msg(admitted >= 1 && admitted <= 2, "one request fits the "
+		      "burst, %d were admitted at once", admitted);
+	ck_assert_msg(took < 100000, "submitting 21 requests over the limit "
+		      "never sleeps: took %lld us", (long long)took);
+	ck_assert_int_eq(timed_wait(21 - admitted, start + 5000000),
+			 21 - admitted);
+	took = g_get_monotonic_time() - start;
+	/* The rest at 10 ms each (a generous upper bound: valgrind runs
+	 * this too). */
+	ck_assert_msg(took >= 180000 && took < 5000000,
+		      "21 requests at 100 IOPS: expected about 200 ms, took "
+		      "%lld us", (long long)took);
+	dioloop_throttle_group_stop(&g);
+	dioloop_throttle_destroy(&t);
+	dioloop_throttle_group_destroy(&g);
+}
+END_TEST
+
+/* Lifting a limit lets every request that waits under it go at once. */
+START_TEST(test_throttle_lifting_limit_frees_waiters)
+{
+	struct dioloop_throttle_req reqs[64];
+	struct dioloop_throttle_group g;
+	struct dioloop_throttle t;
+	struct dioloop_limits l;
+	gint64 start;
+	int i, admitted = 0;
+
+	timed_dispatched = 0;
+	dioloop_throttle_group_init(&g, NULL, NULL);
+	ck_assert_int_eq(dioloop_throttle_group_start(&g), 0);
+	dioloop_limits_init(&l);
+	l.rate[DIOLOOP_RATE_BPS] = 1;		/* a byte a second */
+	dioloop_throttle_init(&t, &g, &l);
+	for (i = 0; i < 64; i++) {
+		reqs[i] = (struct dioloop_throttle_req){
+			.dir = DIOLOOP_WRITE, .bytes = 1 << 20,
+			.dispatch = timed_dispatch };
+		if (dioloop_throttle_submit(&t, &reqs[i]))
+			admitted++;
+	}
+	ck_assert_msg(admitted == 1, "at 1 B/s one 1 MiB request goes, %d "
+		      "went", admitted);
+	ck_assert_int_eq(timed_wait(1, g_get_monotonic_time() + 200000), 0);
+	start = g_get_monotonic_time();
+	dioloop_limits_init(&l);
+	dioloop_throttle_set_limits(&t, &l);
+	ck_assert_msg(timed_wait(63, start + 2000000) == 63,
+		      "after the limit is lifted the 63 waiting requests go "
+		      "within 2 s");
 	dioloop_throttle_group_stop(&g);
 	dioloop_throttle_destroy(&t);
 	dioloop_throttle_group_destroy(&g);
@@ -531,7 +613,8 @@ static Suite *throttle_suite(void)
 	tc = tcase_create("runtime");
 	tcase_add_test(tc, test_throttle_limit_change_takes_effect_at_once);
 	tcase_add_test(tc, test_throttle_stats_count_waits);
-	tcase_add_test(tc, test_throttle_timer_thread_paces_blocking_waiters);
+	tcase_add_test(tc, test_throttle_timer_thread_paces_queued_requests);
+	tcase_add_test(tc, test_throttle_lifting_limit_frees_waiters);
 	suite_add_tcase(s, tc);
 	return s;
 }

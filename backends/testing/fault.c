@@ -50,10 +50,12 @@ struct fault {
 	GThread *delay_thread;
 };
 
-/* An asynchronous request held back by latency. */
+/* An asynchronous request held back by latency: a read or write (orig),
+ * or a blocking op run once due (op). */
 struct fault_req {
 	struct kiocb iocb;		/* what the inner backend sees */
-	struct kiocb *orig;		/* the caller's */
+	struct kiocb *orig;		/* the caller's, or NULL for op */
+	struct fault_op *op;		/* the caller's, or NULL for orig */
 	struct fault *f;
 	unsigned int latency_us;
 	ssize_t res;			/* the result to deliver */
@@ -153,6 +155,37 @@ static struct fault_verdict fault_decide(struct fault *f,
 	return v;
 }
 
+/* Run a blocking op on the inner backend(s): its result.  Any
+ * thread. */
+static ssize_t fault_op_run_inner(struct fault *f, const struct fault_op *op)
+{
+	struct fault *fsrc;
+
+	switch (op->kind) {
+	case FAULT_KIND_FLUSH:
+		return backend_flush(f->inner);
+	case FAULT_KIND_DISCARD:
+		return backend_discard(f->inner, op->pos, op->len);
+	case FAULT_KIND_WRITE_ZEROES:
+		return backend_write_zeroes(f->inner, op->pos, op->len);
+	case FAULT_KIND_CLONE_RANGE:
+		fsrc = op->src->priv;
+		return backend_clone_range(fsrc->inner, op->src_pos, f->inner,
+					   op->pos, op->len);
+	default:
+		return -EINVAL;
+	}
+}
+
+/* A delayed blocking op is due: run it (unless the rules failed it) and
+ * call its done.  Delay thread. */
+static void fault_op_finish(struct fault *f, struct fault_req *req)
+{
+	ssize_t ret = req->res < 0 ? req->res : fault_op_run_inner(f, req->op);
+
+	req->op->done(req->op, ret);
+}
+
 /* Deliver due requests' completions until stopped with nothing left. */
 static gpointer fault_delay_thread(gpointer data)
 {
@@ -179,7 +212,10 @@ static gpointer fault_delay_thread(gpointer data)
 		g_queue_unlink(&f->delayed, head);
 		g_mutex_unlock(&f->delay_lock);
 		orig = req->orig;
-		orig->ki_complete(orig, req->res);
+		if (req->op)
+			fault_op_finish(f, req);
+		else
+			orig->ki_complete(orig, req->res);
 		g_free(req);
 		g_mutex_lock(&f->delay_lock);
 	}
@@ -322,6 +358,33 @@ static ssize_t fault_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 	/* On -EIOCBQUEUED req may already be on its way: hands off. */
 	if (ret != -EIOCBQUEUED)
 		fault_delay(req, ret);
+	return -EIOCBQUEUED;
+}
+
+/* Run or delay a blocking op (fault.h).  Any thread; never sleeps. */
+ssize_t fault_backend_submit_op(struct backend *b, struct fault_op *op)
+{
+	struct fault *f = b->priv;
+	struct fault_verdict v;
+	struct fault_req *req;
+
+	g_assert(b->ops == &fault_backend_ops);
+	if (op->kind != FAULT_KIND_FLUSH && op->kind != FAULT_KIND_DISCARD &&
+	    op->kind != FAULT_KIND_WRITE_ZEROES &&
+	    op->kind != FAULT_KIND_CLONE_RANGE)
+		return -EINVAL;
+	if (op->kind == FAULT_KIND_CLONE_RANGE &&
+	    op->src->ops != &fault_backend_ops)
+		return -EXDEV;
+	v = fault_decide(f, op->kind, op->kind != FAULT_KIND_FLUSH, op->pos,
+			 op->len);
+	if (!v.latency_us)
+		return v.error ? -v.error : fault_op_run_inner(f, op);
+	req = g_new0(struct fault_req, 1);
+	req->op = op;
+	req->f = f;
+	req->latency_us = v.latency_us;
+	fault_delay(req, v.error ? -v.error : 0);
 	return -EIOCBQUEUED;
 }
 

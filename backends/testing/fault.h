@@ -25,7 +25,11 @@
  * blocked on: its completion (or the injected error, or a result the inner
  * backend returned inline) is delivered later by the fault backend's delay
  * thread, and direct_IO_bvec returns -EIOCBQUEUED.  Without latency an
- * injected error is returned inline (no callback).
+ * injected error is returned inline (no callback).  The blocking ops
+ * (flush, discard, write_zeroes, clone_range) sleep out their latency
+ * when called
+ * through the ops table; fault_backend_submit_op runs them with no thread
+ * waiting: the delay thread runs the op once it is due.
  *
  * Threads: rules may be added, cleared and counters read from any thread
  * while I/O runs (one mutex; with no rule set, ops pass without taking it,
@@ -85,6 +89,31 @@ struct fault_stats {
 	uint64_t injected[FAULT_KIND_NR];	/* ops failed by a rule */
 	uint64_t delayed[FAULT_KIND_NR];	/* ops given latency */
 };
+
+/* A blocking op submitted through fault_backend_submit_op. */
+struct fault_op {
+	enum fault_op_kind kind;	/* FLUSH, DISCARD, WRITE_ZEROES or
+					 * CLONE_RANGE */
+	uint64_t pos, len;		/* its range (not for FLUSH); for
+					 * CLONE_RANGE the destination's */
+	struct backend *src;		/* CLONE_RANGE: the source, a fault
+					 * backend too */
+	uint64_t src_pos;		/* CLONE_RANGE */
+	/* Called once, from the delay thread, with the op's result (0 or,
+	 * for CLONE_RANGE, bytes; or -errno), for an op that submit
+	 * delayed (it returned -EIOCBQUEUED). */
+	void (*done)(struct fault_op *op, ssize_t ret);
+};
+
+/*
+ * Run op on b (a fault backend: the destination for CLONE_RANGE) as the
+ * rules say: without latency, at once, returning the op's result; with
+ * latency, return -EIOCBQUEUED and let the delay thread run the op once
+ * it is due (or fail it) and call op->done.  No thread waits out the
+ * latency.  -EINVAL for another kind, -EXDEV for a clone whose source is
+ * not a fault backend.  Any thread.
+ */
+ssize_t fault_backend_submit_op(struct backend *b, struct fault_op *op);
 
 /* Add a rule (copied): 0, -EINVAL for a rule that names no op, has an
  * error that is not a positive errno, a fraction outside [0, 1] or does
