@@ -305,6 +305,7 @@ int dioloop_source_resolve(struct dioloop_fs *fs, const char *name,
 		s->fd = ret;
 	}
 	s->target = g_steal_pointer(&r.path);
+	dioloop_redirect_clear(&r);
 	return 0;
 
 serve_image:

@@ -259,18 +259,25 @@ EOF
 rss_kib() {
 	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
 }
-start_daemon "$FSRC" "$MNT" -o allow_other
-PID=$DAEMON_PID
-# A first round: the daemon's tables and arenas reach their working size.
-as_user "$IT_PY" "$U/flood.py" "$FSRC" "$MNT" 5000
-RSS0=$(rss_kib "$PID")
-as_user "$IT_PY" "$U/flood.py" "$FSRC" "$MNT" 60000
-RSS1=$(rss_kib "$PID")
-it_log "daemon RSS: $RSS0 KiB, then $RSS1 KiB after 60000 more refused names"
-expect_eq "60000 more refused names grow the daemon by less than 6 MiB" yes \
-	"$( ((RSS1 - RSS0 < 6144)) && echo yes || echo no)"
-dioloop_umount "$MNT"
-daemon_wait "$PID"
+if ldd "$DIOLOOP_BIN" 2>/dev/null | grep -q libasan; then
+	# ASan's quarantine keeps freed memory: RSS says nothing there.  The
+	# normal build's run measures it.
+	it_log "not measured: the daemon is built with AddressSanitizer"
+else
+	start_daemon "$FSRC" "$MNT" -o allow_other
+	PID=$DAEMON_PID
+	# A first round: the daemon's tables and arenas reach their working
+	# size.
+	as_user "$IT_PY" "$U/flood.py" "$FSRC" "$MNT" 5000
+	RSS0=$(rss_kib "$PID")
+	as_user "$IT_PY" "$U/flood.py" "$FSRC" "$MNT" 60000
+	RSS1=$(rss_kib "$PID")
+	it_log "daemon RSS: $RSS0 KiB, then $RSS1 KiB after 60000 more refused names"
+	expect_eq "60000 more refused names grow the daemon by less than 6 MiB" yes \
+		"$( ((RSS1 - RSS0 < 6144)) && echo yes || echo no)"
+	dioloop_umount "$MNT"
+	daemon_wait "$PID"
+fi
 
 it_log "---- cow images past the daemon's thread limit"
 PIDS_ROOT=/sys/fs/cgroup/pids

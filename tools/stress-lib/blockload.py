@@ -161,6 +161,9 @@ def main():
         rc = 3 if e.errno == errno.ENOTCONN else 1
         error = "%s after %d writes" % (
             errno.errorcode.get(e.errno, str(e.errno)), b.stats["writes"])
+    # The load is over: a SIGTERM now (the stop that raced our own
+    # deadline) must not kill the exit, whose handlers Python resets.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     out = dict(b.stats)
     out["error"] = error
     out["known_sectors"] = sum(1 for g in b.model.values() if g is not None)

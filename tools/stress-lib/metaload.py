@@ -582,6 +582,9 @@ def cmd_run(a):
         rc = 3
         error = "%s: %s (%s) after %d ops" % (
             w.current, ename(e), e.filename or "", sum(w.ops.values()))
+    # The load is over: a SIGTERM now (the stop that raced our own
+    # deadline) must not kill the exit, whose handlers Python resets.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     out = w.stats()
     out["error"] = error
     if rc == 0:
