@@ -4,7 +4,7 @@
 # The manual page: cmake --install puts dioloop and dioloop.1 under the
 # prefix; the page renders without a warning from groff, documents every
 # command that `dioloop --help` lists, and carries the README's
-# operations text (the same source: doc/readme2man.py).
+# operations text (the same source: docs/readme2man.py).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 it_begin "dioloop.1: made from the README, installed by cmake --install" cmake groff man

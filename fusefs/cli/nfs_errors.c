@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "backends/nfs/nfs.h"
-#include "fusefs/commands.h"
+#include "fusefs/cli/commands.h"
 #include "fusefs/remote.h"
 
 static char *captured;		/* the first warning since capture_begin */

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "backends/iorec_file.h"
-#include "fusefs/commands.h"
+#include "fusefs/cli/commands.h"
 
 #ifndef DIOLOOP_VERSION
 #define DIOLOOP_VERSION "unknown"

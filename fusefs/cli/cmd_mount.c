@@ -26,7 +26,7 @@
 
 #include "backends/size.h"
 #include "fusefs/migrate.h"
-#include "fusefs/commands.h"
+#include "fusefs/cli/commands.h"
 #include "fusefs/fs.h"
 #include "fusefs/lograte.h"
 #include "fusefs/loop.h"

@@ -53,7 +53,7 @@ bool dioloop_parse_format(const char *cmd, const char *format,
 int dioloop_image_create(const char *path, const char *format,
 			 uint8_t csum_type, uint64_t size, char **why);
 
-/* cli_nfs.c: nfs:// images on the command line. */
+/* nfs_errors.c: nfs:// images on the command line. */
 /* Capture the libraries' warnings from here on instead of printing them;
  * end: the first one (or fallback, or NULL; g_free it), and the logs go
  * back to dioloop_cli_logs(cmd). */

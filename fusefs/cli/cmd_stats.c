@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "backends/size.h"
-#include "fusefs/commands.h"
+#include "fusefs/cli/commands.h"
 #include "fusefs/control.h"
 
 /* Read and parse the snapshot: the root object (g_object_unref the

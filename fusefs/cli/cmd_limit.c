@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fusefs/commands.h"
+#include "fusefs/cli/commands.h"
 #include "fusefs/control.h"
-#include "fusefs/ctl_client.h"
+#include "fusefs/cli/control_client.h"
 #include "fusefs/spec.h"
 
 /* dioloop limit MOUNTPOINT[/NODE] [KEY=VALUE...] */

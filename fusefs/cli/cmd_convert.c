@@ -21,10 +21,10 @@
 #include "backends/backend.h"
 #include "backends/cow/cow.h"
 #include "backends/cow/format.h"
-#include "fusefs/commands.h"
-#include "fusefs/ctl_client.h"
+#include "fusefs/cli/commands.h"
+#include "fusefs/cli/control_client.h"
 #include "fusefs/imagelock.h"
-#include "fusefs/progress.h"
+#include "fusefs/cli/progress.h"
 #include "fusefs/remote.h"
 
 #define CONVERT_CHUNK ((size_t)4 << 20)

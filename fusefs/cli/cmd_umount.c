@@ -25,7 +25,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "fusefs/commands.h"
+#include "fusefs/cli/commands.h"
 #include "fusefs/control.h"
 #include "fusefs/loop.h"
 

@@ -19,8 +19,8 @@
 #include "backends/cow/cow.h"
 #include "backends/cow/format.h"
 #include "backends/size.h"
-#include "fusefs/commands.h"
-#include "fusefs/ctl_client.h"
+#include "fusefs/cli/commands.h"
+#include "fusefs/cli/control_client.h"
 #include "fusefs/remote.h"
 
 #define DIOLOOP_MAX_IMAGE_SIZE (UINT64_C(1) << 60)

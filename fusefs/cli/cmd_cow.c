@@ -4,7 +4,7 @@
  * works offline on an image file (opened here, under the image lock the
  * daemon takes, so never behind a daemon's back) or, for an image that a
  * running mount serves (or one of its nodes), online through the mount's
- * ctl (ctl_client.h).  A command-line process: the main thread, plus one
+ * ctl (control_client.h).  A command-line process: the main thread, plus one
  * thread that waits for an online scrub.
  */
 #include <errno.h>
@@ -20,10 +20,10 @@
 #include "backends/backend.h"
 #include "backends/cow/check.h"
 #include "backends/cow/cow.h"
-#include "fusefs/commands.h"
-#include "fusefs/ctl_client.h"
+#include "fusefs/cli/commands.h"
+#include "fusefs/cli/control_client.h"
 #include "fusefs/imagelock.h"
-#include "fusefs/progress.h"
+#include "fusefs/cli/progress.h"
 
 #define SCRUB_POLL_US (200 * 1000)
 

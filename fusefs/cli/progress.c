@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "backends/size.h"
-#include "fusefs/progress.h"
+#include "fusefs/cli/progress.h"
 
 #define PROGRESS_REDRAW_US (100 * 1000)
 #define PROGRESS_BAR_MAX 40

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Reaching a running mount from the command line (ctl_client.h). */
+/* Reaching a running mount from the command line (control_client.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "fusefs/commands.h"
+#include "fusefs/cli/commands.h"
 #include "fusefs/control.h"
-#include "fusefs/ctl_client.h"
+#include "fusefs/cli/control_client.h"
 
 #define CTL_REPLY_MAX (4 << 20)	/* a scrub lists every bad block */
 /* The file system type and source prefix of a dioloop mount in

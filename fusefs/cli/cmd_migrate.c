@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "backends/size.h"
-#include "fusefs/commands.h"
-#include "fusefs/ctl_client.h"
-#include "fusefs/progress.h"
+#include "fusefs/cli/commands.h"
+#include "fusefs/cli/control_client.h"
+#include "fusefs/cli/progress.h"
 
 static volatile sig_atomic_t interrupted;
 

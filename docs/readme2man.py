@@ -183,7 +183,7 @@ def main(argv):
     date = datetime.datetime.fromtimestamp(
         when, datetime.timezone.utc).strftime("%Y-%m-%d")
     out = [
-        '.\\" Generated from README.md by doc/readme2man.py: edit the README.',
+        '.\\" Generated from README.md by docs/readme2man.py: edit the README.',
         '.TH DIOLOOP 1 "%s" "dioloop %s" "User Commands"' % (date, version),
         ".SH NAME",
         "dioloop \\- serve a directory of disk images as block nodes",
