@@ -218,6 +218,36 @@ def cmd_copy(a):
             os.close(fout)
 
 
+def cmd_copy_race(a):
+    """copy-race IN OUT... : one thread per OUT, each with its own pair of
+    open files, calls copy_file_range() of 64 KiB from IN to its OUT at the
+    same moment; prints how many copied all of it."""
+    import threading
+    fds = [(os.open(a[0], os.O_RDONLY), os.open(out, os.O_WRONLY))
+           for out in a[1:]]
+    n = len(fds)
+    barrier = threading.Barrier(n)
+    done = [0] * n
+
+    def one(k):
+        fin, fout = fds[k]
+        barrier.wait()
+        try:
+            done[k] = os.copy_file_range(fin, fout, 65536, 0, 0)
+        except OSError:
+            done[k] = -1
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for fin, fout in fds:
+        os.close(fin)
+        os.close(fout)
+    return "ok %d" % sum(1 for d in done if d == 65536)
+
+
 def cmd_mmap_read(a):
     """mmap-read FILE shared|private OFF LEN: map, read, print sha256."""
     shared = a[1] == "shared"
@@ -384,6 +414,7 @@ COMMANDS = {
     "fallocate": (cmd_fallocate, 4),
     "seek": (cmd_seek, 3),
     "copy": (cmd_copy, 5),
+    "copy-race": (cmd_copy_race, 2),
     "mmap-read": (cmd_mmap_read, 4),
     "mmap-write": (cmd_mmap_write, 5),
     "write-file": (cmd_write_file, 3),
