@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -18,6 +19,8 @@
 /* The most the 32-bit reply of FUSE_COPY_FILE_RANGE can say, in whole
  * pages: the kernel's own limit for that request. */
 #define DIOLOOP_COPY_RANGE_MAX 0xfffff000u
+/* INIT flag (in flags2): shared mmap of FOPEN_DIRECT_IO files (7.39). */
+#define DIOLOOP_FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
 
 /*
  * FUSE_COPY_FILE_RANGE_64 carries the same fuse_copy_file_range_in as
@@ -31,7 +34,8 @@
 #error "session_io.c answers FUSE_COPY_FILE_RANGE_64 as fuse_write_out: little-endian only"
 #endif
 
-void dioloop_session_io_fixup(void *buf, size_t len)
+/* FUSE_COPY_FILE_RANGE_64 in buf becomes FUSE_COPY_FILE_RANGE. */
+static void copy_range_64_fixup(void *buf, size_t len)
 {
 	struct fuse_in_header in;
 	struct fuse_copy_file_range_in arg;
@@ -52,6 +56,62 @@ void dioloop_session_io_fixup(void *buf, size_t len)
 	}
 }
 
+/*
+ * The INIT handshake, seen from both sides: the kernel's INIT request
+ * (its unique id and what it offers) as it is read, so that libfuse's
+ * reply to it can be told apart and extended.  One FUSE session per
+ * process; INIT comes once, before any other request.
+ */
+static _Atomic uint64_t init_unique;	/* 0: no INIT seen yet */
+static _Atomic uint64_t init_offered;	/* flags | flags2 << 32 */
+
+void dioloop_session_io_fixup(void *buf, size_t len)
+{
+	struct fuse_in_header in;
+
+	if (len < sizeof(in))
+		return;
+	memcpy(&in, buf, sizeof(in));
+	if (in.opcode == FUSE_INIT &&
+	    len >= sizeof(in) + sizeof(struct fuse_init_in)) {
+		struct fuse_init_in init;
+
+		memcpy(&init, (char *)buf + sizeof(in), sizeof(init));
+		atomic_store(&init_offered,
+			     init.flags & FUSE_INIT_EXT ?
+			     (uint64_t)init.flags | (uint64_t)init.flags2 << 32 :
+			     (uint64_t)init.flags);
+		atomic_store(&init_unique, in.unique);
+		return;
+	}
+	copy_range_64_fixup(buf, len);
+}
+
+void dioloop_session_io_fixup_reply(struct iovec *iov, int count)
+{
+	struct fuse_out_header out;
+	struct fuse_init_out init;
+	uint64_t offered = atomic_load(&init_offered);
+	uint64_t unique = atomic_load(&init_unique);
+
+	if (!unique || count < 2 || iov[0].iov_len < sizeof(out) ||
+	    iov[1].iov_len < sizeof(init))
+		return;
+	memcpy(&out, iov[0].iov_base, sizeof(out));
+	if (out.unique != unique || out.error)
+		return;
+	atomic_store(&init_unique, 0);
+	memcpy(&init, iov[1].iov_base, sizeof(init));
+	/* Shared mmap of direct-I/O files (a block device maps shared):
+	 * only when the kernel offers it, in the extended flags it offers
+	 * them in. */
+	if ((offered & DIOLOOP_FUSE_DIRECT_IO_ALLOW_MMAP) &&
+	    (init.flags & FUSE_INIT_EXT)) {
+		init.flags2 |= (uint32_t)(DIOLOOP_FUSE_DIRECT_IO_ALLOW_MMAP >> 32);
+		memcpy(iov[1].iov_base, &init, sizeof(init));
+	}
+}
+
 /* libfuse's read of one request, then the fixup.  errno is read's. */
 static ssize_t session_read(int fd, void *buf, size_t len, void *userdata)
 {
@@ -62,9 +122,11 @@ static ssize_t session_read(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
+/* libfuse's write of one reply, after the reply fixup. */
 static ssize_t session_writev(int fd, struct iovec *iov, int count,
 			      void *userdata)
 {
+	dioloop_session_io_fixup_reply(iov, count);
 	return writev(fd, iov, count);
 }
 

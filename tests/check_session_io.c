@@ -3,9 +3,12 @@
  * The request fixup of the daemon's /dev/fuse hooks (fusefs/session_io.c):
  * FUSE_COPY_FILE_RANGE_64 becomes FUSE_COPY_FILE_RANGE with its length
  * clamped to what a 32-bit reply can say; every other request, and a
- * buffer too short to hold the request it claims, is left as it is.
+ * buffer too short to hold the request it claims, is left as it is.  The
+ * INIT reply gains FUSE_DIRECT_IO_ALLOW_MMAP once, only when the kernel
+ * offered it and the reply is a successful extended one.
  */
 #include <check.h>
+#include <errno.h>
 #include <linux/fuse.h>
 #include <stdint.h>
 #include <string.h>
@@ -97,6 +100,74 @@ START_TEST(test_session_io_short_buffer_untouched)
 }
 END_TEST
 
+#define ALLOW_MMAP_FLAGS2 (1u << 4)	/* FUSE_DIRECT_IO_ALLOW_MMAP >> 32 */
+
+struct init_request {
+	struct fuse_in_header in;
+	struct fuse_init_in arg;
+};
+
+/* The kernel's INIT request, offering flags2 (with FUSE_INIT_EXT). */
+static void see_init(uint64_t unique, uint32_t flags2)
+{
+	struct init_request r;
+
+	memset(&r, 0, sizeof(r));
+	r.in.len = sizeof(r);
+	r.in.opcode = FUSE_INIT;
+	r.in.unique = unique;
+	r.arg.major = 7;
+	r.arg.minor = 45;
+	r.arg.flags = FUSE_INIT_EXT;
+	r.arg.flags2 = flags2;
+	dioloop_session_io_fixup(&r, sizeof(r));
+}
+
+/* libfuse's reply to request unique (error, flags), through the reply
+ * fixup: the flags2 that goes out. */
+static uint32_t reply_flags2(uint64_t unique, int32_t error, uint32_t flags)
+{
+	struct fuse_out_header out = { .len = sizeof(out), .error = error,
+				       .unique = unique };
+	struct fuse_init_out arg;
+	struct iovec iov[2] = { { &out, sizeof(out) }, { &arg, sizeof(arg) } };
+
+	memset(&arg, 0, sizeof(arg));
+	arg.major = 7;
+	arg.minor = 38;
+	arg.flags = flags;
+	arg.flags2 = 1;		/* what libfuse said stays */
+	dioloop_session_io_fixup_reply(iov, 2);
+	ck_assert_uint_eq(arg.flags2 & 1, 1);
+	return arg.flags2;
+}
+
+START_TEST(test_session_io_init_reply_allows_mmap)
+{
+	see_init(100, ALLOW_MMAP_FLAGS2);
+	/* Another request's reply is not the INIT reply. */
+	ck_assert_uint_eq(reply_flags2(99, 0, FUSE_INIT_EXT), 1);
+	ck_assert_uint_eq(reply_flags2(100, 0, FUSE_INIT_EXT),
+			  1 | ALLOW_MMAP_FLAGS2);
+	/* Once only. */
+	ck_assert_uint_eq(reply_flags2(100, 0, FUSE_INIT_EXT), 1);
+}
+END_TEST
+
+START_TEST(test_session_io_init_reply_only_what_is_offered)
+{
+	/* A kernel that does not offer it. */
+	see_init(200, 0);
+	ck_assert_uint_eq(reply_flags2(200, 0, FUSE_INIT_EXT), 1);
+	/* A reply without FUSE_INIT_EXT has no flags2 to extend. */
+	see_init(201, ALLOW_MMAP_FLAGS2);
+	ck_assert_uint_eq(reply_flags2(201, 0, 0), 1);
+	/* An INIT that failed. */
+	see_init(202, ALLOW_MMAP_FLAGS2);
+	ck_assert_uint_eq(reply_flags2(202, -EPROTO, FUSE_INIT_EXT), 1);
+}
+END_TEST
+
 static Suite *session_io_suite(void)
 {
 	Suite *s = suite_create("session_io");
@@ -106,6 +177,10 @@ static Suite *session_io_suite(void)
 	tcase_add_test(tc, test_session_io_copy_64_length_clamped);
 	tcase_add_test(tc, test_session_io_other_requests_untouched);
 	tcase_add_test(tc, test_session_io_short_buffer_untouched);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("init");
+	tcase_add_test(tc, test_session_io_init_reply_allows_mmap);
+	tcase_add_test(tc, test_session_io_init_reply_only_what_is_offered);
 	suite_add_tcase(s, tc);
 	return s;
 }

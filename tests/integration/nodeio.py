@@ -285,6 +285,34 @@ def cmd_mmap_write(a):
             os.close(fd)
 
 
+def cmd_mmap_coherent(a):
+    """mmap-coherent FILE OFF LEN SEED: with FILE mapped shared (and its
+    pages read in), pwrite pattern SEED at OFF through another open file,
+    then the mapping must show it; store pattern SEED+1 through the
+    mapping (no msync), then a pread must return it.  Prints ok, or what
+    was stale."""
+    off, length, seed = num(a[1]), num(a[2]), num(a[3])
+    fd = os.open(a[0], os.O_RDWR)
+    other = os.open(a[0], os.O_RDWR)
+    try:
+        m = mmap.mmap(fd, off + length, flags=mmap.MAP_SHARED,
+                      prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        try:
+            m[off:off + length]     # read the pages in
+            os.pwrite(other, pattern(seed, off, length), off)
+            if m[off:off + length] != pattern(seed, off, length):
+                return "err the mapping missed a write through another file"
+            m[off:off + length] = pattern(seed + 1, off, length)
+            if os.pread(other, length, off) != pattern(seed + 1, off, length):
+                return "err a read missed a store through the mapping"
+            return "ok"
+        finally:
+            m.close()
+    finally:
+        os.close(other)
+        os.close(fd)
+
+
 def cmd_write_file(a):
     """write-file PATH SIZE SEED: create PATH with SIZE pattern bytes,
     fsync it and its directory; prints the sha256."""
@@ -417,6 +445,7 @@ COMMANDS = {
     "copy-race": (cmd_copy_race, 2),
     "mmap-read": (cmd_mmap_read, 4),
     "mmap-write": (cmd_mmap_write, 5),
+    "mmap-coherent": (cmd_mmap_coherent, 4),
     "write-file": (cmd_write_file, 3),
 }
 
