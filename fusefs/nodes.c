@@ -264,7 +264,8 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 		file.fd = (*lock)->fd;
 		args.file = &file;
 	}
-	/* A volume's image was seen to have volumes (dioloop_volume_check). */
+	/* By content, for a volume too: its image is one whose backend has
+	 * volumes (dioloop_volume_check found the volume there). */
 	type = backend_probe_args(&args);
 	args.flags = (*readonly ? BACKEND_OPEN_RDONLY : 0) |
 		     (fs->opts.growable ? BACKEND_OPEN_GROWABLE : 0) |
@@ -285,7 +286,7 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 	if (src->snapshot || (image->flags & BACKEND_OPEN_RDONLY))
 		*readonly = true;
 	*cow = backend_has_volumes(image);
-	if (backend_has_volumes(image) && fs->opts.commit_ms >= 0)
+	if (*cow && fs->opts.commit_ms >= 0)
 		backend_volume_set_commit_interval(
 			image, (unsigned int)fs->opts.commit_ms, NULL);
 	args.inner = image;
