@@ -47,6 +47,7 @@
 
 #include "iter/iov_iter.h"
 #include "backends/range_lock.h"
+#include "backends/volume.h"
 
 /* "Will complete through the callback" (the kernel's value). */
 #ifndef EIOCBQUEUED
@@ -203,6 +204,13 @@ struct backend_ops {
 	 * range later) or -errno.  Optional: the core copies. */
 	int (*migratepage)(struct backend *dst, struct backend *src,
 			   uint64_t pos, uint64_t len);
+
+	/* Volumes, scrub, check and stats (backends/volume.h). */
+	/* The volume op set; NULL: the image has one volume only. */
+	const struct backend_volume_ops *volumes;
+	/* Emit the backend's own counters (cow: checksum_errors), each
+	 * once, as key and value.  0 or -errno.  Any thread.  Optional. */
+	int (*stats)(struct backend *b, backend_stat_fn emit, void *opaque);
 };
 
 /* migratepage's success (seed 011: a named code, negative errno else). */
@@ -218,10 +226,6 @@ struct backend {
 	struct backend_limits limits;
 	struct range_lock_tree range_locks;	/* used by backends/dio.c */
 	struct dio_stats dio_stats;
-	/* Blocks that failed verification and were returned as -EIO, never
-	 * as data: a backend that checksums counts them here (cow); the
-	 * daemon reports them per node. */
-	_Atomic uint64_t checksum_errors;
 	void *priv;			/* the backend's */
 };
 
