@@ -75,6 +75,7 @@
 #include "backends/dio.h"
 #include "backends/iorec.h"
 #include "backends/raw/orphan.h"
+#include "backends/raw/create.h"
 
 #define RAW_AIO_DEPTH 256
 #define RAW_MAX_TRANSFER (1u << 20)
@@ -1146,4 +1147,7 @@ const struct backend_ops raw_backend_ops = {
 	.resize = raw_resize,
 	.map = raw_map,
 	.info = raw_info,
+	.probe = raw_probe,
+	.create = raw_create,
+	.create_align = 512,
 };
