@@ -304,6 +304,9 @@ int backend_list_url(const char *dir_url, GPtrArray *names, GError **error);
  * *error. */
 int backend_create(const char *type, const struct backend_create_args *a,
 		   GError **error);
+/* What backend_create checks before it makes anything (the protocol, the
+ * format on it, the URL's form): 0 or -errno with the line in *error. */
+int backend_check_create(const char *type, const char *path, GError **error);
 /* Remove a URL's image (backend_ops.remove): 0 or -errno with the line in
  * *error. */
 int backend_remove_url(const char *url, GError **error);

@@ -232,32 +232,69 @@ int backend_list_url(const char *dir_url, GPtrArray *names, GError **error)
 	return ops->list(dir_url, names, error);
 }
 
+/* The table that creates images of format type at path, after the
+ * checks of backend_check_create; NULL with the line in *error and the
+ * -errno in *err. */
+static const struct backend_ops *backend_creator(const char *type,
+						 const char *path, int *err,
+						 GError **error)
+{
+	const struct backend_ops *ops;
+
+	if (backend_is_url(path)) {
+		ops = backend_for_url(path, error);
+		if (!ops) {
+			*err = -EPROTONOSUPPORT;
+			return NULL;
+		}
+		/* raw maps 1:1, so a raw image on a protocol is the
+		 * protocol's own file; other formats need a store. */
+		if (type && strcmp(type, "raw") && strcmp(type, ops->name)) {
+			*err = backend_set_error(error, -EOPNOTSUPP,
+						 "%s: %s images on %s:// are not supported (raw only)",
+						 path, type, ops->protocol);
+			return NULL;
+		}
+	} else {
+		ops = backend_lookup(type ? type : "raw");
+		if (!ops) {
+			*err = backend_set_error(error, -ENOENT,
+						 "%s: unknown format '%s'",
+						 path, type);
+			return NULL;
+		}
+	}
+	if (!ops->create) {
+		*err = backend_set_error(error, -EOPNOTSUPP,
+					 "%s: %s images cannot be created",
+					 path, ops->name);
+		return NULL;
+	}
+	return ops;
+}
+
+int backend_check_create(const char *type, const char *path, GError **error)
+{
+	const struct backend_ops *ops;
+	int err = 0;
+
+	ops = backend_creator(type, path, &err, error);
+	if (!ops)
+		return err;
+	if (ops->check_url && backend_is_url(path))
+		return ops->check_url(path, true, error);
+	return 0;
+}
+
 int backend_create(const char *type, const struct backend_create_args *a,
 		   GError **error)
 {
 	const struct backend_ops *ops;
+	int err = 0;
 
-	if (backend_is_url(a->path)) {
-		ops = backend_for_url(a->path, error);
-		if (!ops)
-			return -EPROTONOSUPPORT;
-		/* raw maps 1:1, so a raw image on a protocol is the
-		 * protocol's own file; other formats need a store. */
-		if (type && strcmp(type, "raw") && strcmp(type, ops->name))
-			return backend_set_error(error, -EOPNOTSUPP,
-						 "%s: %s images on %s:// are not supported (raw only)",
-						 a->path, type, ops->protocol);
-	} else {
-		ops = backend_lookup(type ? type : "raw");
-		if (!ops)
-			return backend_set_error(error, -ENOENT,
-						 "%s: unknown format '%s'",
-						 a->path, type);
-	}
-	if (!ops->create)
-		return backend_set_error(error, -EOPNOTSUPP,
-					 "%s: %s images cannot be created",
-					 a->path, ops->name);
+	ops = backend_creator(type, a->path, &err, error);
+	if (!ops)
+		return err;
 	return ops->create(a, error);
 }
 

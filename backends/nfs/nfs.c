@@ -292,11 +292,24 @@ int nfs_image_create(const char *url, uint64_t size, bool sparse_ok)
 /* The ops table's create: a sparse image. */
 static int dnfs_create(const struct backend_create_args *a, GError **error)
 {
+	g_autoptr(GError) local = NULL;
+	int ret;
+
 	if (a->checksum)
 		return backend_set_error(error, -EINVAL,
 					 "%s: nfs images have no checksums",
 					 a->path);
-	return dnfs_image_create(a->path, a->size, true, error);
+	ret = dnfs_image_create(a->path, a->size, true, error ? &local : NULL);
+	if (ret < 0 && error) {
+		/* The server's words for an existing file say less than
+		 * errno's. */
+		if (ret == -EEXIST)
+			backend_set_error(error, ret, "%s: %s", a->path,
+					  g_strerror(EEXIST));
+		else
+			g_propagate_error(error, g_steal_pointer(&local));
+	}
+	return ret;
 }
 
 /* nfs_image_remove with the line in *error (NULL: logged). */
