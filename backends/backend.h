@@ -3,7 +3,10 @@
  * The backend API: how the core reaches an image.
  *
  * A backend is one ops table (struct backend_ops) registered by name in
- * backends/registry.c and validated once there.  An open image is a
+ * backends/registry.c and validated once there.  The registry chooses
+ * the backend of an image by asking the tables (probe, protocol) and
+ * creates images through them (create); it includes no backend's
+ * header.  An open image is a
  * struct backend: the core owns it, the backend keeps its state in ->priv
  * and fills ->limits at open.
  *
@@ -185,8 +188,9 @@ struct dio_stats {
 struct backend_ops {
 	const char *name;
 
-	/* Open args->path: fill b->priv and b->limits.  0 or -errno (the
-	 * backend logs why).  Required. */
+	/* Open args->path: fill b->priv and b->limits.  0 or -errno, with
+	 * why in *args->error when given (else logged: backend_set_error).
+	 * Required. */
 	int (*open)(struct backend *b, const struct backend_open_args *args);
 	/* Release everything open took.  Required. */
 	void (*close)(struct backend *b);
@@ -304,8 +308,10 @@ int backend_list_url(const char *dir_url, GPtrArray *names, GError **error);
  * *error. */
 int backend_create(const char *type, const struct backend_create_args *a,
 		   GError **error);
-/* What backend_create checks before it makes anything (the protocol, the
- * format on it, the URL's form): 0 or -errno with the line in *error. */
+/* What backend_create checks before it makes anything: a URL's protocol
+ * and whether format type can live there, else that type is known (not
+ * the URL's form: backend_check_url).  0 or -errno with the line in
+ * *error. */
 int backend_check_create(const char *type, const char *path, GError **error);
 /* Remove a URL's image (backend_ops.remove): 0 or -errno with the line in
  * *error. */

@@ -275,15 +275,9 @@ static const struct backend_ops *backend_creator(const char *type,
 
 int backend_check_create(const char *type, const char *path, GError **error)
 {
-	const struct backend_ops *ops;
 	int err = 0;
 
-	ops = backend_creator(type, path, &err, error);
-	if (!ops)
-		return err;
-	if (ops->check_url && backend_is_url(path))
-		return ops->check_url(path, true, error);
-	return 0;
+	return backend_creator(type, path, &err, error) ? 0 : err;
 }
 
 int backend_create(const char *type, const struct backend_create_args *a,

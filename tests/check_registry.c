@@ -156,7 +156,12 @@ START_TEST(test_registry_create_checks_format_and_size)
 	ck_assert_str_eq(error->message, "nfs://h/d/x.img: cow images on "
 			 "nfs:// are not supported (raw only)");
 	g_clear_error(&error);
-	ck_assert_int_eq(backend_check_create("raw", "nfs://h/x.img", &error),
+	ck_assert_int_eq(backend_check_create("cow", "nfs://h/d/x.img", &error),
+			 -EOPNOTSUPP);
+	g_clear_error(&error);
+	ck_assert_int_eq(backend_check_create("raw", "nfs://h/d/x.img", NULL),
+			 0);
+	ck_assert_int_eq(backend_check_url("nfs://h/x.img", true, &error),
 			 -EINVAL);
 	ck_assert_msg(error && strstr(error->message, "bad nfs URL"),
 		      "the protocol checks the URL's form");

@@ -140,7 +140,9 @@ int dioloop_cmd_create(int argc, char **argv)
 	args.checksum = csum;
 	/* A URL's protocol, its form, and whether the format can live
 	 * there: a usage error before anything is made. */
-	if (backend_check_create(type, argv[1], &error) < 0) {
+	if (backend_check_create(type, argv[1], &error) < 0 ||
+	    (backend_is_url(argv[1]) &&
+	     backend_check_url(argv[1], true, &error) < 0)) {
 		dioloop_err("create: %s", error->message);
 		return DIOLOOP_EXIT_USAGE;
 	}
