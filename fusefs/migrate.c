@@ -713,8 +713,9 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 			ret = -EINVAL;
 			goto err_job;
 		}
+		/* A raw image on a protocol is its backend's file. */
 		g_free(job->format);
-		job->format = g_strdup("nfs");
+		job->format = g_strdup(backend_probe(job->dest));
 	} else if (!g_path_is_absolute(job->dest)) {
 		g_string_append(reply, "migrate: the destination must be an absolute path\n");
 		ret = -EINVAL;
