@@ -25,12 +25,14 @@
 #define DIOLOOP_MAX_IMAGE_SIZE (UINT64_C(1) << 60)
 #define DIOLOOP_DEFAULT_IMAGE_SIZE (UINT64_C(1) << 30)
 
-/* The checksums any registered backend creates, ", "-separated (g_free
- * it); with ops, only ops's. */
-static char *checksums_known(const struct backend_ops *ops)
+/* Does ops (NULL: any registered backend) create images with checksum
+ * csum?  *known: those it does, ", "-separated (g_free it). */
+static bool checksum_known(const struct backend_ops *ops, const char *csum,
+			   char **known)
 {
 	const char *const *names = backend_names();
-	GString *known = g_string_new(NULL);
+	GString *list = g_string_new(NULL);
+	bool found = false;
 	size_t i, j;
 
 	for (i = 0; names[i]; i++) {
@@ -38,26 +40,21 @@ static char *checksums_known(const struct backend_ops *ops)
 
 		if ((ops && o != ops) || !o->checksums)
 			continue;
-		for (j = 0; o->checksums[j]; j++)
-			g_string_append_printf(known, "%s%s", known->len ?
-					       ", " : "", o->checksums[j]);
+		for (j = 0; o->checksums[j]; j++) {
+			found |= !strcmp(o->checksums[j], csum);
+			g_string_append_printf(list, "%s%s", list->len ? ", " :
+					       "", o->checksums[j]);
+		}
 	}
-	return g_string_free(known, FALSE);
-}
-
-/* Is csum one of the checksums in the ", "-separated list known? */
-static bool checksum_in(const char *csum, const char *known)
-{
-	g_auto(GStrv) names = g_strsplit(known, ", ", -1);
-
-	return csum[0] && g_strv_contains((const gchar *const *)names, csum);
+	*known = g_string_free(list, FALSE);
+	return found;
 }
 
 bool dioloop_parse_checksum(const char *cmd, const char *csum)
 {
-	g_autofree char *known = checksums_known(NULL);
+	g_autofree char *known = NULL;
 
-	if (checksum_in(csum, known))
+	if (checksum_known(NULL, csum, &known))
 		return true;
 	dioloop_err("%s: bad --csum '%s': known checksums: %s", cmd, csum,
 		    known);
@@ -83,8 +80,7 @@ bool dioloop_parse_format(const char *cmd, const char *format,
 			    "have no checksums)", cmd, csum);
 		return false;
 	}
-	known = checksums_known(ops);
-	if (!checksum_in(csum, known)) {
+	if (!checksum_known(ops, csum, &known)) {
 		dioloop_err("%s: bad --csum '%s': known checksums: %s", cmd,
 			    csum, known);
 		return false;
