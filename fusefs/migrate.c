@@ -24,9 +24,7 @@
 #include <unistd.h>
 
 #include "backends/cow/cow.h"
-#include "backends/cow/format.h"
 #include "backends/migrate.h"
-#include "backends/nfs/nfs.h"
 #include "backends/size.h"
 #include "backends/testing/fault.h"
 #include "fusefs/redirect.h"
@@ -134,41 +132,22 @@ static void job_set(struct dioloop_migration *job, enum job_state state,
 static int create_dest(struct dioloop_migration *job, uint64_t size,
 		       char **why)
 {
-	int fd;
+	struct backend_create_args a = { .path = job->dest, .size = size };
+	g_autoptr(GError) error = NULL;
+	int ret;
 
-	if (strstr(job->dest, "://")) {
-		int ret = nfs_image_create(job->dest, size, true);
-
-		if (ret < 0)
-			*why = g_strdup_printf("creating %s: %s", job->dest,
-					       ret == -EEXIST ? "it exists" :
-					       g_strerror(-ret));
-		return ret;
-	}
-	if (!strcmp(job->format, "cow")) {
-		struct cow_format_opts o = { .size = size };
-		struct cow_err err = { { 0 } };
-		int ret = cow_format(job->dest, &o, &err);
-
-		if (ret < 0)
-			*why = g_strdup(err.msg[0] ? err.msg :
-						     g_strerror(-ret));
-		return ret;
-	}
-	fd = open(job->dest, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-		  O_CLOEXEC, 0644);
-	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0) {
-		int ret = -errno;
-
-		*why = g_strdup(g_strerror(errno));
-		if (fd >= 0) {
-			close(fd);
-			unlink(job->dest);
-		}
-		return ret;
-	}
-	close(fd);
-	return 0;
+	ret = backend_create(job->format, &a, &error);
+	if (ret == 0)
+		return 0;
+	if (backend_is_url(job->dest))
+		*why = g_strdup_printf("creating %s: %s", job->dest,
+				       ret == -EEXIST ? "it exists" :
+				       g_strerror(-ret));
+	else if (!strcmp(job->format, "raw"))
+		*why = g_strdup(g_strerror(-ret));
+	else
+		*why = g_strdup(error->message);
+	return ret;
 }
 
 /* The destination serves the node after the switch, and a node's mode
@@ -200,7 +179,7 @@ static int lock_dest(struct dioloop_migration *job, char **why)
 	struct stat st;
 	int fd, ret;
 
-	if (strstr(job->dest, "://"))
+	if (backend_is_url(job->dest))
 		return 0;
 	fd = open(job->dest, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0)
@@ -495,8 +474,8 @@ fail:
 	if (job->dest_lock)
 		dioloop_image_lock_put(job->fs, job->dest_lock);
 	job->dest_lock = NULL;
-	if (job->created && strstr(job->dest, "://"))
-		nfs_image_remove(job->dest);
+	if (job->created && backend_is_url(job->dest))
+		backend_remove_url(job->dest, NULL);
 	else if (job->created)
 		unlink(job->dest);
 	if (ret == -ECANCELED) {
@@ -723,8 +702,8 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	ret = parse_migrate_opts(job, argc - 2, argv + 2, reply);
 	if (ret < 0)
 		goto err_job;
-	if (strstr(job->dest, "://")) {
-		if (nfs_url_check(job->dest, true) < 0) {
+	if (backend_is_url(job->dest)) {
+		if (backend_check_url(job->dest, true, NULL) < 0) {
 			g_string_append_printf(reply, "migrate: bad URL %s\n",
 					       job->dest);
 			ret = -EINVAL;
@@ -735,20 +714,21 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 			ret = -EINVAL;
 			goto err_job;
 		}
+		/* A raw image on a protocol is its backend's file. */
 		g_free(job->format);
-		job->format = g_strdup("nfs");
+		job->format = g_strdup(backend_probe(job->dest));
 	} else if (!g_path_is_absolute(job->dest)) {
 		g_string_append(reply, "migrate: the destination must be an absolute path\n");
 		ret = -EINVAL;
 		goto err_job;
 	}
-	if (!strstr(job->dest, "://") && lstat(job->dest, &st) == 0) {
+	if (!backend_is_url(job->dest) && lstat(job->dest, &st) == 0) {
 		g_string_append_printf(reply, "migrate: %s exists; give a new path\n",
 				       job->dest);
 		ret = -EEXIST;
 		goto err_job;
 	}
-	if (job->remove_source && strstr(job->dest, "://")) {
+	if (job->remove_source && backend_is_url(job->dest)) {
 		g_string_append(reply, "migrate: remove_source needs a local destination (the source stays)\n");
 		ret = -EOPNOTSUPP;
 		goto err_job;
