@@ -30,9 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-
 #define DIO_DEFAULT_MAX_TRANSFER (1u << 20)
 #define DIO_DEFAULT_MAX_SEGS 1024u
 

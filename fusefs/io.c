@@ -28,9 +28,6 @@
 #include "fusefs/fs.h"
 #include "fusefs/migrate.h"
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-
 /* One read or write in flight: its pages and the kernel's request. */
 struct dioloop_io {
 	struct kiocb iocb;

@@ -29,6 +29,12 @@
 #define DIOLOOP_PAGE_SHIFT 12
 #define DIOLOOP_PAGE_SIZE ((size_t)1 << DIOLOOP_PAGE_SHIFT)
 
+/* The structure that holds member at ptr (the kernel's container_of). */
+#ifndef container_of
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
+
 /* One piece of a page: the memory bv_page + bv_offset, bv_len bytes long. */
 struct bio_vec {
 	void *bv_page;		/* page address, DIOLOOP_PAGE_SIZE aligned */

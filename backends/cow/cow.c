@@ -42,9 +42,6 @@
 
 #include "backends/dio.h"
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-
 #define COW_MAX_RUN 256u		/* blocks per get_block answer */
 #define COW_ZERO_CHUNK ((size_t)1 << 20)
 

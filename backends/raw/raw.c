@@ -158,9 +158,6 @@ struct raw_req {
 	struct raw_req *next;		/* waiters or parked; by ext.lock */
 };
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-
 static void raw_write_start(struct raw_req *req);
 
 /* Round down to a power of two. */
