@@ -83,10 +83,10 @@ static void dnfs_commit_cb(struct rpc_context *rpc, int status, void *data,
 	}
 	if (res->status != NFS3_OK) {
 		if (dnfs_status_reconnects(res->status)) {
-			dnfs_conn_broken(d, dnfs_nfsstat_str(res->status));
+			dnfs_conn_broken(d, nfsstat3_to_str(res->status));
 		} else if (res->status != NFS3ERR_JUKEBOX) {
 			g_warning("%s: COMMIT: %s", d->url.url,
-				  dnfs_nfsstat_str(res->status));
+				  nfsstat3_to_str(res->status));
 			dnfs_fail_flushes(d, dnfs_errno(res->status));
 		}
 		return;

@@ -326,13 +326,13 @@ static bool dnfs_reply_ok(struct dnfs *d, struct dnfs_piece *p,
 		return true;
 	if (dnfs_status_reconnects(st)) {
 		dnfs_piece_requeue(d, p);
-		dnfs_conn_broken(d, dnfs_nfsstat_str(st));
+		dnfs_conn_broken(d, nfsstat3_to_str(st));
 	} else if (st == NFS3ERR_JUKEBOX) {
 		dnfs_piece_requeue(d, p);
 	} else {
 		g_warning("%s: %s at %llu: %s", d->url.url, op,
 			  (unsigned long long)(p->pos + p->done),
-			  dnfs_nfsstat_str(st));
+			  nfsstat3_to_str(st));
 		dnfs_piece_fail(d, p, dnfs_errno(st));
 	}
 	return false;

@@ -86,8 +86,6 @@ void dnfs_url_clear(struct dnfs_url *u);
 /* A new libnfs context with u's options (uid, gid, ports, ...) applied:
  * NULL after logging when it cannot be made. */
 struct nfs_context *dnfs_context_new(const struct dnfs_url *u);
-/* Text of an NFSv3 status, e.g. "NFS3ERR_NOSPC". */
-const char *dnfs_nfsstat_str(int status);
 
 enum dnfs_state {
 	DNFS_DOWN,
