@@ -86,10 +86,8 @@ int backend_open(const char *type, const struct backend_open_args *args,
 	b->path = g_strdup(args->path);
 	b->flags = args->flags;
 	b->aio = args->aio;
-	range_lock_tree_init(&b->range_locks);
 	ret = ops->open(b, args);
 	if (ret < 0) {
-		range_lock_tree_clear(&b->range_locks);
 		g_free(b->path);
 		g_free(b);
 		return ret;
@@ -147,7 +145,6 @@ void backend_close(struct backend *b)
 	if (!b)
 		return;
 	b->ops->close(b);
-	range_lock_tree_clear(&b->range_locks);
 	g_free(b->path);
 	g_free(b);
 }

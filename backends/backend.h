@@ -144,16 +144,11 @@ struct backend_info {
 	char format[16];		/* "raw", "cow", ... */
 	uint64_t size;			/* logical bytes */
 	uint64_t allocated;		/* bytes the image uses on its host */
-};
-
-/* Engine counters per image, updated by backends/dio.c. */
-struct dio_stats {
-	_Atomic uint64_t requests;	/* requests through the engine */
-	_Atomic uint64_t ios;		/* I/Os submitted (one iocb each) */
-	_Atomic uint64_t segs;		/* iovecs across those I/Os */
-	_Atomic uint64_t holes;		/* hole extents zero-filled, no I/O */
-	_Atomic uint64_t bounced;	/* requests through bounce buffers */
-	_Atomic uint64_t rmw;		/* ... that needed read-modify-write */
+	/* The dio engine's counters (backends/dio.h, struct dio_stats) of
+	 * a backend that runs on the engine; zeros otherwise. */
+	struct {
+		uint64_t requests, ios, segs, holes, bounced, rmw;
+	} engine;
 };
 
 struct backend_ops {
@@ -216,8 +211,6 @@ struct backend {
 	unsigned int flags;		/* enum backend_open_flags */
 	struct dioloop_aio *aio;
 	struct backend_limits limits;
-	struct range_lock_tree range_locks;	/* used by backends/dio.c */
-	struct dio_stats dio_stats;
 	/* Blocks that failed verification and were returned as -EIO, never
 	 * as data: a backend that checksums counts them here (cow); the
 	 * daemon reports them per node. */

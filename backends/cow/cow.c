@@ -549,6 +549,7 @@ static ssize_t cow_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 		return ret;
 	}
 	p = (struct dio_params){
+		.engine = &v->dio,
 		.count = count,
 		.blkbits = COW_BLOCK_SHIFT,
 		.dev_blkbits = COW_BLOCK_SHIFT,
@@ -671,9 +672,9 @@ static int cow_punch(struct backend *b, uint64_t pos, uint64_t len)
 	 * read-modify-write never sees a half-punched range. */
 	range_lock_init(&rl, a << COW_BLOCK_SHIFT, z << COW_BLOCK_SHIFT, true,
 			NULL);
-	range_lock_acquire_wait(&b->range_locks, &rl);
+	range_lock_acquire_wait(&v->dio.range_locks, &rl);
 	ret = punch_blocks(v, a, z);
-	range_lock_release(&b->range_locks, &rl);
+	range_lock_release(&v->dio.range_locks, &rl);
 	return ret;
 }
 
@@ -746,6 +747,7 @@ static int cow_info(struct backend *b, struct backend_info *info)
 	g_strlcpy(info->format, "cow", sizeof(info->format));
 	info->size = st.size;
 	info->allocated = st.used_blocks << COW_BLOCK_SHIFT;
+	dio_engine_get_stats(&((struct cow_volume *)b->priv)->dio, info);
 	return 0;
 }
 

@@ -52,6 +52,7 @@
 #include <sys/types.h>
 
 #include "backends/backend.h"
+#include "backends/dio.h"
 #include "backends/cow/alloc.h"
 #include "backends/cow/cow.h"
 #include "backends/cow/format.h"
@@ -140,6 +141,7 @@ struct cow_volume {
 	struct cow_tree map;		/* its block map; by map_lock */
 	bool entry_dirty;		/* vol changed (size, ...); by map_lock */
 	_Atomic uint64_t size;		/* vol.size, readable without lock */
+	struct dio_engine dio;		/* the engine's locks and counters */
 };
 
 /* A block in flight: what a read expects, or where a write's checksum

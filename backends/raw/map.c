@@ -137,6 +137,7 @@ void raw_dio_params(struct raw *r, struct dio_params *p, size_t count,
 		    struct raw_map_cache *mc, unsigned int flags)
 {
 	*p = (struct dio_params){
+		.engine = &r->dio,
 		.count = count,
 		.blkbits = r->blkbits,
 		.dev_blkbits = r->dev_blkbits,

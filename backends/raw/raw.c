@@ -185,6 +185,7 @@ static void raw_free(struct raw *r)
 		orphan_destroy(&r->orphan);
 	if (r->fd >= 0)
 		close(r->fd);
+	dio_engine_clear(&r->dio);
 	g_mutex_clear(&r->flush_lock);
 	g_mutex_clear(&r->ext.lock);
 	g_cond_clear(&r->ext.cond);
@@ -205,6 +206,7 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 	r->rdonly = args->flags & BACKEND_OPEN_RDONLY;
 	r->growable = args->flags & BACKEND_OPEN_GROWABLE;
 	r->sync = args->flags & BACKEND_OPEN_SYNC;
+	dio_engine_init(&r->dio);
 	g_mutex_init(&r->flush_lock);
 	g_mutex_init(&r->ext.lock);
 	g_cond_init(&r->ext.cond);
@@ -348,16 +350,15 @@ static int raw_write_zero_pages(struct backend *b, uint64_t pos, uint64_t len)
 static int raw_fallocate_locked(struct raw *r, int mode, uint64_t pos,
 				uint64_t len)
 {
-	struct backend *b = r->b;
 	struct range_lock rl;
 	int ret = 0;
 
 	range_lock_init(&rl, round_down_u64(pos, r->ra),
 			round_up_u64(pos + len, r->ra), true, NULL);
-	range_lock_acquire_wait(&b->range_locks, &rl);
+	range_lock_acquire_wait(&r->dio.range_locks, &rl);
 	if (dioloop_iorec_fallocate(r->fd, mode, (off_t)pos, (off_t)len) < 0)
 		ret = -errno;
-	range_lock_release(&b->range_locks, &rl);
+	range_lock_release(&r->dio.range_locks, &rl);
 	return ret;
 }
 
@@ -423,6 +424,7 @@ static int raw_info(struct backend *b, struct backend_info *info)
 	g_strlcpy(info->format, "raw", sizeof(info->format));
 	info->size = atomic_load(&r->size);
 	info->allocated = (uint64_t)st.st_blocks * 512;
+	dio_engine_get_stats(&r->dio, info);
 	return 0;
 }
 

@@ -57,6 +57,7 @@ struct raw {
 	struct orphan orphan;		/* record operations: under the ext
 					 * state machine (CREATING, BUSY) */
 	struct raw_ext ext;
+	struct dio_engine dio;		/* the engine's locks and counters */
 };
 
 /*
