@@ -272,8 +272,7 @@ static ssize_t backend_sync_io(struct backend *b, int rw, char *buf,
  * Default write_zeroes: write a zeroed, page-aligned buffer over the range
  * piece by piece, synchronously.  Worker thread.
  */
-static int backend_write_zero_pages(struct backend *b, uint64_t pos,
-				    uint64_t len)
+int backend_write_zero_pages(struct backend *b, uint64_t pos, uint64_t len)
 {
 	size_t buf_len = len < BACKEND_CHUNK ? (size_t)len : BACKEND_CHUNK;
 	void *zeros;

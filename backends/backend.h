@@ -259,6 +259,10 @@ ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb);
 int backend_flush(struct backend *b);
 int backend_discard(struct backend *b, uint64_t pos, uint64_t len);
 int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len);
+/* Write zero pages over the range through direct_IO_bvec, synchronously:
+ * the default write_zeroes, and the fallback of a backend's own
+ * write_zeroes or discard where the host cannot.  Worker thread. */
+int backend_write_zero_pages(struct backend *b, uint64_t pos, uint64_t len);
 int backend_resize(struct backend *b, uint64_t size);
 int backend_map(struct backend *b, uint64_t pos, uint64_t len,
 		struct backend_extent *ext);

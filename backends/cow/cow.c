@@ -577,19 +577,6 @@ static int cow_flush(struct backend *b)
 	return cow_commit(c);
 }
 
-/* Write zeros over [pos, pos + len) (inside one or two blocks) through
- * the engine.  Worker thread. */
-static int write_zero_bytes(struct backend *b, uint64_t pos, uint64_t len)
-{
-	void *zeros = g_malloc0(len);
-	ssize_t n = backend_pwrite(b, zeros, len, pos);
-
-	g_free(zeros);
-	if (n == (ssize_t)len)
-		return 0;
-	return n < 0 ? (int)n : -EIO;
-}
-
 /* Make whole blocks [lbn, end) holes, under the range held exclusively.
  * Worker thread. */
 static int punch_blocks(struct cow_volume *v, uint64_t lbn, uint64_t end)
@@ -656,15 +643,16 @@ static int cow_punch(struct backend *b, uint64_t pos, uint64_t len)
 	if (atomic_load(&c->failed))
 		return -EIO;
 	if (a >= z)
-		return write_zero_bytes(b, pos, len);
+		return backend_write_zero_pages(b, pos, len);
 	if (pos < a << COW_BLOCK_SHIFT) {
-		ret = write_zero_bytes(b, pos, (a << COW_BLOCK_SHIFT) - pos);
+		ret = backend_write_zero_pages(b, pos,
+					       (a << COW_BLOCK_SHIFT) - pos);
 		if (ret < 0)
 			return ret;
 	}
 	if (end > z << COW_BLOCK_SHIFT) {
-		ret = write_zero_bytes(b, z << COW_BLOCK_SHIFT,
-				       end - (z << COW_BLOCK_SHIFT));
+		ret = backend_write_zero_pages(b, z << COW_BLOCK_SHIFT,
+					       end - (z << COW_BLOCK_SHIFT));
 		if (ret < 0)
 			return ret;
 	}

@@ -43,7 +43,6 @@
 #define RAW_AIO_DEPTH 256
 #define RAW_MAX_TRANSFER (1u << 20)
 #define RAW_MAX_ALIGN (1u << 16)
-#define RAW_ZERO_CHUNK ((size_t)1 << 20)
 
 /* ---- reads ---- */
 
@@ -324,26 +323,6 @@ static int raw_flush(struct backend *b)
 	return ret ? ret : err;
 }
 
-/* Write zeros over [pos, pos + len) through the engine.  Worker thread. */
-static int raw_write_zero_pages(struct backend *b, uint64_t pos, uint64_t len)
-{
-	size_t buf_len = (size_t)MIN(len, (uint64_t)RAW_ZERO_CHUNK);
-	void *zeros = g_malloc0(buf_len);
-	int ret = 0;
-
-	while (len && !ret) {
-		size_t n = (size_t)MIN(len, (uint64_t)buf_len);
-		ssize_t res = backend_pwrite(b, zeros, n, pos);
-
-		if (res != (ssize_t)n)
-			ret = res < 0 ? (int)res : -EIO;
-		pos += n;
-		len -= n;
-	}
-	g_free(zeros);
-	return ret;
-}
-
 /* fallocate() over a range held exclusively against the engine's
  * read-modify-writes (which would write back stale bytes).  0 or
  * -errno. */
@@ -374,7 +353,7 @@ static int raw_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 	ret = raw_fallocate_locked(r, FALLOC_FL_ZERO_RANGE |
 				      FALLOC_FL_KEEP_SIZE, pos, len);
 	if (ret == -EOPNOTSUPP || ret == -EINVAL)
-		ret = raw_write_zero_pages(b, pos, len);
+		ret = backend_write_zero_pages(b, pos, len);
 	return ret;
 }
 
@@ -394,14 +373,14 @@ static int raw_discard(struct backend *b, uint64_t pos, uint64_t len)
 	if (r->rdonly)
 		return -EROFS;
 	if (astart >= aend)
-		return raw_write_zero_pages(b, pos, len);
+		return backend_write_zero_pages(b, pos, len);
 	if (pos < astart) {
-		ret = raw_write_zero_pages(b, pos, astart - pos);
+		ret = backend_write_zero_pages(b, pos, astart - pos);
 		if (ret < 0)
 			return ret;
 	}
 	if (aend < end) {
-		ret = raw_write_zero_pages(b, aend, end - aend);
+		ret = backend_write_zero_pages(b, aend, end - aend);
 		if (ret < 0)
 			return ret;
 	}
