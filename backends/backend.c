@@ -162,6 +162,9 @@ ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 
 	if (iocb->ki_rw != DIOLOOP_READ && iocb->ki_rw != DIOLOOP_WRITE)
 		return -EINVAL;
+	/* The core's read-only check, one per entry point that changes the
+	 * image: backends need none for BACKEND_OPEN_RDONLY (they check only
+	 * read-only states of their own, e.g. a cow snapshot). */
 	if (iocb->ki_rw == DIOLOOP_WRITE && (b->flags & BACKEND_OPEN_RDONLY))
 		return -EROFS;
 	if (!iocb->ki_iter || iov_iter_count(iocb->ki_iter) == 0)

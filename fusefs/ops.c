@@ -321,6 +321,10 @@ static void dioloop_op_open(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
+	/* The daemon's read-only check: a read-only node is never open for
+	 * writing, so no write, fallocate or copy reaches it through FUSE
+	 * (truncate by path: dioloop_truncate_check).  The core checks
+	 * again for every backend (backend.c). */
 	if (node->readonly && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		fuse_reply_err(req, EROFS);
 		return;

@@ -1365,14 +1365,14 @@ START_TEST(test_raw_rdonly_refuses_writes)
 	res = sync_rw(im.b, DIOLOOP_WRITE, t, 0);
 	ck_assert_msg(res == -EROFS, "write through the core: expected -EROFS, got %zd",
 		      res);
+	/* The core is the one check; under it the fd is O_RDONLY. */
 	res = raw_backend_ops.direct_IO_bvec(im.b, &iocb);
-	ck_assert_msg(res == -EROFS, "write through the op: expected -EROFS, got %zd",
-		      res);
-	ck_assert_msg(raw_backend_ops.discard(im.b, 0, 4096) == -EROFS,
+	ck_assert_msg(res < 0, "write through the op fails, got %zd", res);
+	ck_assert_msg(backend_discard(im.b, 0, 4096) == -EROFS,
 		      "discard: expected -EROFS");
-	ck_assert_msg(raw_backend_ops.write_zeroes(im.b, 0, 4096) == -EROFS,
+	ck_assert_msg(backend_write_zeroes(im.b, 0, 4096) == -EROFS,
 		      "write_zeroes: expected -EROFS");
-	ck_assert_msg(raw_backend_ops.resize(im.b, 128 * KiB) == -EROFS,
+	ck_assert_msg(backend_resize(im.b, 128 * KiB) == -EROFS,
 		      "resize: expected -EROFS");
 	res = sync_rw(im.b, DIOLOOP_READ, t, 0);
 	ck_assert_msg(res == 4096, "reads work: expected 4096, got %zd", res);

@@ -34,8 +34,6 @@ ssize_t dnfs_submit(struct dnfs *d, struct kiocb *iocb)
 	if (count == 0)
 		return 0;
 	if (write) {
-		if (d->rdonly)
-			return -EROFS;
 		if (pos > (uint64_t)INT64_MAX || count > (uint64_t)INT64_MAX - pos)
 			return d->growable ? -EFBIG : -ENOSPC;
 		/* Block-device semantics: all or nothing past the end. */

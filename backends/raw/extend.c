@@ -354,8 +354,6 @@ ssize_t raw_write(struct backend *b, struct raw *r, struct kiocb *iocb)
 	struct raw_req *req;
 	ssize_t res;
 
-	if (r->rdonly)
-		return -EROFS;
 	if (pos > (uint64_t)INT64_MAX || count > (uint64_t)INT64_MAX - pos)
 		return r->growable ? -EFBIG : -ENOSPC;
 	/* Block-device semantics: all or nothing past the end. */
@@ -453,8 +451,6 @@ int raw_resize(struct backend *b, uint64_t new_size)
 	struct raw_ext *x = &r->ext;
 	int ret = 0;
 
-	if (r->rdonly)
-		return -EROFS;
 	if (new_size % r->ra)
 		return -EINVAL;
 	g_mutex_lock(&r->flush_lock);

@@ -348,8 +348,6 @@ static int raw_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 	struct raw *r = b->priv;
 	int ret;
 
-	if (r->rdonly)
-		return -EROFS;
 	ret = raw_fallocate_locked(r, FALLOC_FL_ZERO_RANGE |
 				      FALLOC_FL_KEEP_SIZE, pos, len);
 	if (ret == -EOPNOTSUPP || ret == -EINVAL)
@@ -370,8 +368,6 @@ static int raw_discard(struct backend *b, uint64_t pos, uint64_t len)
 	uint64_t aend = round_down_u64(end, r->block_size);
 	int ret;
 
-	if (r->rdonly)
-		return -EROFS;
 	if (astart >= aend)
 		return backend_write_zero_pages(b, pos, len);
 	if (pos < astart) {
