@@ -180,6 +180,7 @@ static void bvbuf_init(struct bvbuf *m, size_t len, unsigned first_off,
 		       unsigned later_off, unsigned piece_max)
 {
 	unsigned off = first_off;
+	size_t total = len;
 
 	m->nr = 0;
 	while (len) {
@@ -198,8 +199,7 @@ static void bvbuf_init(struct bvbuf *m, size_t len, unsigned first_off,
 		len -= n;
 		off = later_off;
 	}
-	iov_iter_init_bvec(&m->it, m->bv, (unsigned long)m->nr,
-			   bvec_length(m->bv, (unsigned long)m->nr), 0);
+	iov_iter_init_bvec(&m->it, m->bv, (unsigned long)m->nr, total, 0);
 }
 
 static void bvbuf_free(struct bvbuf *m)
