@@ -246,6 +246,17 @@ static unsigned int mem_log2(uint64_t v)
 static gpointer mem_worker(gpointer data);
 static void mem_stop_workers(struct mem *m);
 
+/* Free what open set up (the workers are stopped). */
+static void mem_free(struct mem *m)
+{
+	g_free(m->store);
+	g_free(m->bits);
+	g_rw_lock_clear(&m->lock);
+	g_mutex_clear(&m->stats_lock);
+	dio_engine_clear(&m->dio);
+	g_free(m);
+}
+
 /* Open: parse the options, allocate the store.  Control thread. */
 static int mem_open(struct backend *b, const struct backend_open_args *args)
 {
@@ -304,12 +315,7 @@ static int mem_open(struct backend *b, const struct backend_open_args *args)
 out_stop_workers:
 	mem_stop_workers(m);
 out_free:
-	g_free(m->store);
-	g_free(m->bits);
-	g_rw_lock_clear(&m->lock);
-	g_mutex_clear(&m->stats_lock);
-	dio_engine_clear(&m->dio);
-	g_free(m);
+	mem_free(m);
 	return ret;
 }
 
@@ -319,12 +325,7 @@ static void mem_close(struct backend *b)
 	struct mem *m = b->priv;
 
 	mem_stop_workers(m);
-	g_free(m->store);
-	g_free(m->bits);
-	g_rw_lock_clear(&m->lock);
-	g_mutex_clear(&m->stats_lock);
-	dio_engine_clear(&m->dio);
-	g_free(m);
+	mem_free(m);
 	b->priv = NULL;
 }
 
