@@ -297,6 +297,7 @@ static int dio_build(struct dio *dio, uint64_t pos, size_t len,
 		     const struct iov_iter *mem)
 {
 	struct backend *b = dio->b;
+	struct dio_stats *stats = &dio->p.engine->stats;
 	bool create = dio->step == DIO_STEP_WRITE_USER ||
 		      dio->step == DIO_STEP_WRITE_BOUNCE;
 	uint64_t end = pos + len, map_pos = 0;
@@ -338,7 +339,7 @@ static int dio_build(struct dio *dio, uint64_t pos, size_t len,
 				if (map.hole && !(dio->p.flags & DIO_SKIP_HOLES))
 					map.hole = false;
 				if (map.hole)
-					atomic_fetch_add(&dio->p.engine->stats.holes, 1);
+					atomic_fetch_add(&stats->holes, 1);
 			}
 			n = map_pos + map.len - pos;
 			if (n > seg)

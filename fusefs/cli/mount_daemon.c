@@ -99,6 +99,7 @@ static void log_to_syslog(const gchar *domain, GLogLevelFlags level,
 		syslog(prio, "%s", line);
 }
 
+/* Let go of the terminal: stdio to /dev/null, the log to syslog. */
 static void detach_to_background(void)
 {
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
