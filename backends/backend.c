@@ -105,10 +105,8 @@ int backend_open(const char *type, const struct backend_open_args *args,
 	b->path = g_strdup(args->path);
 	b->flags = args->flags;
 	b->aio = args->aio;
-	range_lock_tree_init(&b->range_locks);
 	ret = ops->open(b, args);
 	if (ret < 0) {
-		range_lock_tree_clear(&b->range_locks);
 		g_free(b->path);
 		g_free(b);
 		return ret;
@@ -166,7 +164,6 @@ void backend_close(struct backend *b)
 	if (!b)
 		return;
 	b->ops->close(b);
-	range_lock_tree_clear(&b->range_locks);
 	g_free(b->path);
 	g_free(b);
 }
@@ -184,6 +181,9 @@ ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 
 	if (iocb->ki_rw != DIOLOOP_READ && iocb->ki_rw != DIOLOOP_WRITE)
 		return -EINVAL;
+	/* The core's read-only check, one per entry point that changes the
+	 * image: backends need none for BACKEND_OPEN_RDONLY (they check only
+	 * read-only states of their own, e.g. a cow snapshot). */
 	if (iocb->ki_rw == DIOLOOP_WRITE && (b->flags & BACKEND_OPEN_RDONLY))
 		return -EROFS;
 	if (!iocb->ki_iter || iov_iter_count(iocb->ki_iter) == 0)
@@ -294,8 +294,7 @@ static ssize_t backend_sync_io(struct backend *b, int rw, char *buf,
  * Default write_zeroes: write a zeroed, page-aligned buffer over the range
  * piece by piece, synchronously.  Worker thread.
  */
-static int backend_write_zero_pages(struct backend *b, uint64_t pos,
-				    uint64_t len)
+int backend_write_zero_pages(struct backend *b, uint64_t pos, uint64_t len)
 {
 	size_t buf_len = len < BACKEND_CHUNK ? (size_t)len : BACKEND_CHUNK;
 	void *zeros;

@@ -174,16 +174,11 @@ struct backend_info {
 	char format[16];		/* "raw", "cow", ... */
 	uint64_t size;			/* logical bytes */
 	uint64_t allocated;		/* bytes the image uses on its host */
-};
-
-/* Engine counters per image, updated by backends/dio.c. */
-struct dio_stats {
-	_Atomic uint64_t requests;	/* requests through the engine */
-	_Atomic uint64_t ios;		/* I/Os submitted (one iocb each) */
-	_Atomic uint64_t segs;		/* iovecs across those I/Os */
-	_Atomic uint64_t holes;		/* hole extents zero-filled, no I/O */
-	_Atomic uint64_t bounced;	/* requests through bounce buffers */
-	_Atomic uint64_t rmw;		/* ... that needed read-modify-write */
+	/* The dio engine's counters (backends/dio.h, struct dio_stats) of
+	 * a backend that runs on the engine; zeros otherwise. */
+	struct {
+		uint64_t requests, ios, segs, holes, bounced, rmw;
+	} engine;
 };
 
 struct backend_ops {
@@ -278,8 +273,6 @@ struct backend {
 	unsigned int flags;		/* enum backend_open_flags */
 	struct dioloop_aio *aio;
 	struct backend_limits limits;
-	struct range_lock_tree range_locks;	/* used by backends/dio.c */
-	struct dio_stats dio_stats;
 	void *priv;			/* the backend's */
 };
 
@@ -356,6 +349,10 @@ ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb);
 int backend_flush(struct backend *b);
 int backend_discard(struct backend *b, uint64_t pos, uint64_t len);
 int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len);
+/* Write zero pages over the range through direct_IO_bvec, synchronously:
+ * the default write_zeroes, and the fallback of a backend's own
+ * write_zeroes or discard where the host cannot.  Worker thread. */
+int backend_write_zero_pages(struct backend *b, uint64_t pos, uint64_t len);
 int backend_resize(struct backend *b, uint64_t size);
 int backend_map(struct backend *b, uint64_t pos, uint64_t len,
 		struct backend_extent *ext);

@@ -30,9 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-
 #define DIO_DEFAULT_MAX_TRANSFER (1u << 20)
 #define DIO_DEFAULT_MAX_SEGS 1024u
 
@@ -132,7 +129,7 @@ static ssize_t dio_complete(struct dio *dio)
 	 * may read them. */
 	if (dio->locked) {
 		dio->locked = false;
-		range_lock_release(&dio->b->range_locks, &dio->rl);
+		range_lock_release(&dio->p.engine->range_locks, &dio->rl);
 	}
 	dio_free(dio);
 	return res;
@@ -300,6 +297,7 @@ static int dio_build(struct dio *dio, uint64_t pos, size_t len,
 		     const struct iov_iter *mem)
 {
 	struct backend *b = dio->b;
+	struct dio_stats *stats = &dio->p.engine->stats;
 	bool create = dio->step == DIO_STEP_WRITE_USER ||
 		      dio->step == DIO_STEP_WRITE_BOUNCE;
 	uint64_t end = pos + len, map_pos = 0;
@@ -341,7 +339,7 @@ static int dio_build(struct dio *dio, uint64_t pos, size_t len,
 				if (map.hole && !(dio->p.flags & DIO_SKIP_HOLES))
 					map.hole = false;
 				if (map.hole)
-					atomic_fetch_add(&b->dio_stats.holes, 1);
+					atomic_fetch_add(&stats->holes, 1);
 			}
 			n = map_pos + map.len - pos;
 			if (n > seg)
@@ -366,8 +364,8 @@ static void dio_submit(struct dio *dio)
 	struct backend *b = dio->b;
 	int i, n = dio->nr_ios;
 
-	atomic_fetch_add(&b->dio_stats.ios, n);
-	atomic_fetch_add(&b->dio_stats.segs, dio->nr_iovs);
+	atomic_fetch_add(&dio->p.engine->stats.ios, n);
+	atomic_fetch_add(&dio->p.engine->stats.segs, dio->nr_iovs);
 	for (i = 0; i < n; i++)
 		dio->ios[i].iov = &dio->iovs[dio->io_first_iov[i]];
 	if (dio->p.submit_io) {
@@ -488,7 +486,7 @@ static void dio_operation_start(struct dio *dio)
 				false, dio_range_granted);
 	}
 	dio->locked = true;
-	if (range_lock_acquire(&dio->b->range_locks, &dio->rl))
+	if (range_lock_acquire(&dio->p.engine->range_locks, &dio->rl))
 		dio_phase_start(dio);
 }
 
@@ -581,7 +579,7 @@ ssize_t blockdev_direct_IO_bvec(struct backend *b, struct kiocb *iocb,
 	ret = 0;
 	if (!iov_iter_is_bvec(iocb->ki_iter) ||
 	    p->count > iov_iter_count(iocb->ki_iter) ||
-	    p->dev_blkbits > p->blkbits || !p->get_block ||
+	    p->dev_blkbits > p->blkbits || !p->get_block || !p->engine ||
 	    (!p->submit_io && !b->aio))
 		ret = -EINVAL;
 	/* Waiting here would wait for this very thread. */
@@ -610,7 +608,7 @@ ssize_t blockdev_direct_IO_bvec(struct backend *b, struct kiocb *iocb,
 		g_mutex_init(&dio->wait_lock);
 		g_cond_init(&dio->wait_cond);
 	}
-	atomic_fetch_add(&b->dio_stats.requests, 1);
+	atomic_fetch_add(&p->engine->stats.requests, 1);
 
 	if (aligned) {
 		dio->step = dio->rw == DIOLOOP_WRITE ? DIO_STEP_WRITE_USER :
@@ -626,12 +624,12 @@ ssize_t blockdev_direct_IO_bvec(struct backend *b, struct kiocb *iocb,
 			dio_set_error(dio, ret);
 			return dio_complete(dio);
 		}
-		atomic_fetch_add(&b->dio_stats.bounced, 1);
+		atomic_fetch_add(&p->engine->stats.bounced, 1);
 		if (dio->rw == DIOLOOP_READ) {
 			dio->step = DIO_STEP_READ_BOUNCE;
 		} else if (partial) {
 			dio->step = DIO_STEP_RMW_READ;
-			atomic_fetch_add(&b->dio_stats.rmw, 1);
+			atomic_fetch_add(&p->engine->stats.rmw, 1);
 		} else {
 			iov_iter_copy_to_buf((char *)dio->bounce +
 					     (dio->pos - dio->bpos),
@@ -641,4 +639,27 @@ ssize_t blockdev_direct_IO_bvec(struct backend *b, struct kiocb *iocb,
 	}
 	dio_operation_start(dio);
 	return dio_post_submission(dio);
+}
+
+void dio_engine_init(struct dio_engine *e)
+{
+	memset(e, 0, sizeof(*e));
+	range_lock_tree_init(&e->range_locks);
+}
+
+void dio_engine_clear(struct dio_engine *e)
+{
+	range_lock_tree_clear(&e->range_locks);
+}
+
+void dio_engine_get_stats(struct dio_engine *e, struct backend_info *info)
+{
+	struct dio_stats *d = &e->stats;
+
+	info->engine.requests = atomic_load(&d->requests);
+	info->engine.ios = atomic_load(&d->ios);
+	info->engine.segs = atomic_load(&d->segs);
+	info->engine.holes = atomic_load(&d->holes);
+	info->engine.bounced = atomic_load(&d->bounced);
+	info->engine.rmw = atomic_load(&d->rmw);
 }

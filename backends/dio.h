@@ -13,7 +13,8 @@
  *    iovecs (up to max_segs / max_transfer), and submits them in one batch;
  *  - unaligned: goes through a bounce buffer covering whole blocks; a write
  *    that covers part of a block reads that block first (read-modify-
- *    write).  Every write holds its block range in b->range_locks from
+ *    write).  Every write holds its block range in the engine's
+ *    range_locks (struct dio_engine) from
  *    before its first I/O until its last completes: exclusive for RMW,
  *    shared otherwise, so an RMW never interleaves with another write to
  *    the same blocks;
@@ -31,6 +32,35 @@
 
 #include "backends/aio.h"
 #include "backends/backend.h"
+#include "backends/range_lock.h"
+
+/* Engine counters per image. */
+struct dio_stats {
+	_Atomic uint64_t requests;	/* requests through the engine */
+	_Atomic uint64_t ios;		/* I/Os submitted (one iocb each) */
+	_Atomic uint64_t segs;		/* iovecs across those I/Os */
+	_Atomic uint64_t holes;		/* hole extents zero-filled, no I/O */
+	_Atomic uint64_t bounced;	/* requests through bounce buffers */
+	_Atomic uint64_t rmw;		/* ... that needed read-modify-write */
+};
+
+/*
+ * The engine's state for one image.  A backend that runs on the engine
+ * embeds one in its private state, sets it up at open, passes it in
+ * every dio_params, and takes its range_locks around any other change of
+ * the same blocks (fallocate, clone) so that it never races an RMW.
+ */
+struct dio_engine {
+	struct range_lock_tree range_locks;	/* writes' block ranges */
+	struct dio_stats stats;
+};
+
+/* Set up e (at open). */
+void dio_engine_init(struct dio_engine *e);
+/* Release e (at close; nothing in flight). */
+void dio_engine_clear(struct dio_engine *e);
+/* Copy e's counters into info->engine (for a backend's info op). */
+void dio_engine_get_stats(struct dio_engine *e, struct backend_info *info);
 
 /* What get_block found at a position. */
 struct dio_map {
@@ -96,6 +126,7 @@ enum dio_flags {
 };
 
 struct dio_params {
+	struct dio_engine *engine;	/* the image's engine state */
 	size_t count;			/* bytes to transfer, <= iter count */
 	unsigned int blkbits;		/* log2 of the fs block size */
 	unsigned int dev_blkbits;	/* log2 of the logical block size:

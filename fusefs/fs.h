@@ -197,6 +197,10 @@ bool dioloop_is_image_name(const char *name);
 bool dioloop_is_node_name(const char *name);
 /* True if name serves an image now (it is listed). */
 bool dioloop_image_servable(struct dioloop_fs *fs, const char *name);
+/* Add the names of the images served now to names (the one policy for
+ * readdir and the opens at mount: redirects of migrated images
+ * included).  0 or -errno. */
+int dioloop_fs_list_images(struct dioloop_fs *fs, GPtrArray *names);
 /* Before an open of node: 0, or -ESTALE when its name serves another
  * file now (the node is retired; the kernel looks the name up again). */
 int dioloop_node_check_current(struct dioloop_fs *fs,

@@ -28,9 +28,6 @@
 #include "fusefs/fs.h"
 #include "fusefs/migrate.h"
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-
 /* One read or write in flight: its pages and the kernel's request. */
 struct dioloop_io {
 	struct kiocb iocb;
@@ -217,10 +214,7 @@ void dioloop_do_write(fuse_req_t req, struct dioloop_node *node,
 	struct iov_iter it;
 	unsigned int i;
 
-	if (node->readonly) {
-		dioloop_reply_early(req, node, DIOLOOP_OP_WRITE, start, -EROFS);
-		return;
-	}
+	/* Read-only: refused at open (ops.c) and by the core. */
 	if (off < 0 || size > DIOLOOP_MAX_WRITE) {
 		dioloop_reply_early(req, node, DIOLOOP_OP_WRITE, start, -EINVAL);
 		return;
@@ -437,8 +431,6 @@ static int dioloop_fallocate_prepare(struct dioloop_node *node, int mode,
 
 	if (size < 0)
 		return (int)size;
-	if (node->readonly)
-		return -EROFS;
 	if (*len == 0 || end < off)
 		return -EINVAL;
 	mode &= ~FALLOC_FL_KEEP_SIZE;
@@ -592,8 +584,6 @@ static int dioloop_copy_prepare(struct dioloop_work *w)
 
 	if (size_in < 0)
 		return (int)size_in;
-	if (out->readonly)
-		return -EROFS;
 	if (off_in >= (uint64_t)size_in)
 		return 0;
 	w->len = MIN(w->len, (uint64_t)size_in - off_in);
@@ -885,6 +875,8 @@ int dioloop_truncate_check(struct dioloop_node *node, off_t size)
 {
 	if (size < 0)
 		return -EINVAL;
+	/* Read-only check of the daemon for a truncate without an open
+	 * (setattr by path); the core checks again. */
 	if (node->readonly)
 		return -EROFS;
 	if (!(node->b->flags & BACKEND_OPEN_GROWABLE))

@@ -880,6 +880,26 @@ void dioloop_fs_nodes_unref(struct dioloop_fs *fs, GPtrArray *nodes)
 	g_ptr_array_free(nodes, TRUE);
 }
 
+/*
+ * The image a source directory entry stands for, if it is served now:
+ * the entry itself, as the lookup would serve it (a regular file reached
+ * beneath the source), or, for the redirect of an image migrated away
+ * with remove_source, that image.  NULL otherwise; g_free it.
+ */
+static char *dioloop_source_entry_image(struct dioloop_fs *fs,
+					const char *entry)
+{
+	g_autofree char *moved = dioloop_redirected_name(entry);
+	struct stat st;
+
+	if (moved && dioloop_is_image_name(moved) &&
+	    fstatat(fs->source_fd, moved, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+	    errno == ENOENT)
+		return dioloop_image_servable(fs, moved) ?
+			       g_steal_pointer(&moved) : NULL;
+	return dioloop_image_servable(fs, entry) ? g_strdup(entry) : NULL;
+}
+
 /* Add the image names of the local source directory to names. */
 static int dioloop_fs_list_source(struct dioloop_fs *fs, GPtrArray *names)
 {
@@ -894,11 +914,23 @@ static int dioloop_fs_list_source(struct dioloop_fs *fs, GPtrArray *names)
 			close(fd);
 		return -errno;
 	}
-	while ((de = readdir(dir)))
-		if (dioloop_is_image_name(de->d_name))
-			g_ptr_array_add(names, g_strdup(de->d_name));
+	while ((de = readdir(dir))) {
+		char *image = dioloop_source_entry_image(fs, de->d_name);
+
+		if (image)
+			g_ptr_array_add(names, image);
+	}
 	closedir(dir);
 	return 0;
+}
+
+int dioloop_fs_list_images(struct dioloop_fs *fs, GPtrArray *names)
+{
+	if (fs->remote) {
+		dioloop_remote_names(fs->remote, names);
+		return 0;
+	}
+	return dioloop_fs_list_source(fs, names);
 }
 
 void dioloop_fs_open_all(struct dioloop_fs *fs)
@@ -906,9 +938,7 @@ void dioloop_fs_open_all(struct dioloop_fs *fs)
 	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
 	guint i;
 
-	if (fs->remote)
-		dioloop_remote_names(fs->remote, names);
-	else if (dioloop_fs_list_source(fs, names) < 0)
+	if (dioloop_fs_list_images(fs, names) < 0)
 		return;
 	for (i = 0; i < names->len; i++) {
 		struct dioloop_node *node;

@@ -232,9 +232,7 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct dioloop_fs *fs = fs_of(req);
 	GPtrArray *names;
-	struct dirent *de;
-	DIR *dir;
-	int fd;
+	int ret;
 
 	if (ino == DIOLOOP_CTL_DIR_INO) {
 		fi->fh = (uint64_t)(uintptr_t)dioloop_ctl_names();
@@ -245,43 +243,18 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
+	names = g_ptr_array_new_with_free_func(g_free);
+	ret = dioloop_fs_list_images(fs, names);
+	if (ret < 0) {
+		g_ptr_array_free(names, TRUE);
+		fuse_reply_err(req, -ret);
+		return;
+	}
 	if (fs->remote) {
-		names = g_ptr_array_new_with_free_func(g_free);
-		dioloop_remote_names(fs->remote, names);
 		fi->fh = (uint64_t)(uintptr_t)names;
 		fuse_reply_open(req, fi);
 		return;
 	}
-	fd = openat(fs->source_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	dir = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!dir) {
-		int err = errno;
-
-		if (fd >= 0)
-			close(fd);
-		fuse_reply_err(req, err);
-		return;
-	}
-	names = g_ptr_array_new_with_free_func(g_free);
-	while ((de = readdir(dir))) {
-		struct stat st;
-		g_autofree char *moved = dioloop_redirected_name(de->d_name);
-
-		/* An image migrated away with remove_source: its redirect
-		 * stands for it. */
-		if (moved && dioloop_is_image_name(moved) &&
-		    fstatat(fs->source_fd, moved, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
-		    errno == ENOENT) {
-			if (dioloop_image_servable(fs, moved))
-				g_ptr_array_add(names, g_steal_pointer(&moved));
-			continue;
-		}
-		/* Listed as the lookup would serve it: a regular file
-		 * reached beneath the source (symlinks that stay inside). */
-		if (dioloop_image_servable(fs, de->d_name))
-			g_ptr_array_add(names, g_strdup(de->d_name));
-	}
-	closedir(dir);
 	/* And the other volumes of cow images, as IMAGE@VOLUME. */
 	dioloop_volumes_add_names(fs, names);
 	fi->fh = (uint64_t)(uintptr_t)names;
@@ -348,6 +321,10 @@ static void dioloop_op_open(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
+	/* The daemon's read-only check: a read-only node is never open for
+	 * writing, so no write, fallocate or copy reaches it through FUSE
+	 * (truncate by path: dioloop_truncate_check).  The core checks
+	 * again for every backend (backend.c). */
 	if (node->readonly && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		fuse_reply_err(req, EROFS);
 		return;

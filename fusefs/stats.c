@@ -189,19 +189,18 @@ static void add_faults(JsonBuilder *jb, struct backend *b)
 	json_builder_end_object(jb);
 }
 
-/* Add the dio engine's counters of the image's backend. */
-static void add_engine(JsonBuilder *jb, struct backend *inner)
+/* Add the dio engine's counters of the image's backend (from its info;
+ * zeros for a backend that does not run on the engine). */
+static void add_engine(JsonBuilder *jb, const struct backend_info *info)
 {
-	struct dio_stats *d = &inner->dio_stats;
-
 	json_builder_set_member_name(jb, "engine");
 	json_builder_begin_object(jb);
-	add_uint(jb, "requests", ld(&d->requests));
-	add_uint(jb, "ios", ld(&d->ios));
-	add_uint(jb, "segs", ld(&d->segs));
-	add_uint(jb, "holes", ld(&d->holes));
-	add_uint(jb, "bounced", ld(&d->bounced));
-	add_uint(jb, "rmw", ld(&d->rmw));
+	add_uint(jb, "requests", info->engine.requests);
+	add_uint(jb, "ios", info->engine.ios);
+	add_uint(jb, "segs", info->engine.segs);
+	add_uint(jb, "holes", info->engine.holes);
+	add_uint(jb, "bounced", info->engine.bounced);
+	add_uint(jb, "rmw", info->engine.rmw);
 	json_builder_end_object(jb);
 }
 
@@ -348,7 +347,7 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 
 	add_latency(jb, s);
 	add_faults(jb, b);
-	add_engine(jb, inner);
+	add_engine(jb, &info);
 	json_builder_end_object(jb);
 	dioloop_node_backend_put(node);
 }

@@ -18,13 +18,9 @@
  *    already done, so the iterator starts with count - written left (the
  *    kernel passed the remainder and added written back).
  *  - The bvec advance also decrements nr_segs (the seed forgot to).
- *  - The iovec shorten never writes to the caller's iovec array (the kernel's
- *    iov_shorten() trimmed it): count and nr_segs alone bound the walks.
  */
 #include "iter/iov_iter.h"
 
-#include <errno.h>
-#include <stdint.h>
 #include <string.h>
 
 #include <glib.h>
@@ -32,12 +28,12 @@
 /* ---- iovec: caller memory, zero-length segments allowed ---- */
 
 /*
- * Copy bytes between vaddr and the iovecs starting base bytes into *iov;
- * to_iter picks the direction.  Zero-length segments cost no memcpy (their
- * iov_base may be NULL, so no pointer is formed from it).
+ * Copy bytes from the iovecs starting base bytes into *iov to vaddr.
+ * Zero-length segments cost no memcpy (their iov_base may be NULL, so no
+ * pointer is formed from it).
  */
 static void iovec_copy(char *vaddr, const struct iovec *iov, size_t base,
-		       size_t bytes, bool to_iter)
+		       size_t bytes)
 {
 	while (bytes) {
 		size_t copy = MIN(bytes, iov->iov_len - base);
@@ -45,10 +41,7 @@ static void iovec_copy(char *vaddr, const struct iovec *iov, size_t base,
 		if (copy) {
 			char *buf = (char *)iov->iov_base + base;
 
-			if (to_iter)
-				memcpy(buf, vaddr, copy);
-			else
-				memcpy(vaddr, buf, copy);
+			memcpy(vaddr, buf, copy);
 			vaddr += copy;
 			bytes -= copy;
 		}
@@ -62,16 +55,7 @@ static size_t ii_iovec_copy_from_user(void *page, const struct iov_iter *i,
 				      size_t offset, size_t bytes)
 {
 	g_assert(bytes <= i->count);
-	iovec_copy((char *)page + offset, i->data, i->iov_offset, bytes, false);
-	return bytes;
-}
-
-/* Copy bytes from page + offset into the iovecs. */
-static size_t ii_iovec_copy_to_user(void *page, const struct iov_iter *i,
-				    size_t offset, size_t bytes)
-{
-	g_assert(bytes <= i->count);
-	iovec_copy((char *)page + offset, i->data, i->iov_offset, bytes, true);
+	iovec_copy((char *)page + offset, i->data, i->iov_offset, bytes);
 	return bytes;
 }
 
@@ -105,67 +89,6 @@ static void ii_iovec_advance(struct iov_iter *i, size_t bytes)
 	i->iov_offset = base;
 }
 
-/*
- * Read one byte in every page of the next min(bytes, count) bytes, so a bad
- * address faults here rather than in the middle of a copy.  User space
- * cannot turn a fault into -EFAULT without a signal handler, so this returns
- * 0: an unmapped address kills the process here, as it would in the copy.
- */
-static int ii_iovec_fault_in_readable(const struct iov_iter *i, size_t bytes)
-{
-	const struct iovec *iov = i->data;
-	size_t base = i->iov_offset;
-
-	bytes = MIN(bytes, i->count);
-	while (bytes) {
-		size_t len = MIN(bytes, iov->iov_len - base);
-		size_t off = 0;
-
-		while (off < len) {
-			const volatile char *p =
-				(const char *)iov->iov_base + base + off;
-
-			(void)*p;
-			off += DIOLOOP_PAGE_SIZE -
-			       ((uintptr_t)p & (DIOLOOP_PAGE_SIZE - 1));
-		}
-		bytes -= len;
-		base = 0;
-		iov++;
-	}
-	return 0;
-}
-
-/*
- * Bytes left in the current segment, bounded by count.  Normalisation makes
- * the current segment the next non-empty one, so this is never 0 while
- * count > 0.
- */
-static size_t ii_iovec_single_seg_count(const struct iov_iter *i)
-{
-	const struct iovec *iov = i->data;
-
-	if (!i->count)
-		return 0;
-	return MIN(i->count, iov->iov_len - i->iov_offset);
-}
-
-/* Lower count and drop the segments past it from nr_segs. */
-static int ii_iovec_shorten(struct iov_iter *i, size_t count)
-{
-	const struct iovec *iov = i->data;
-	size_t base = i->iov_offset, left;
-	unsigned long nr_segs = 0;
-
-	i->count = MIN(i->count, count);
-	for (left = i->count; left; iov++, base = 0) {
-		left -= MIN(left, iov->iov_len - base);
-		nr_segs++;
-	}
-	i->nr_segs = nr_segs;
-	return 0;
-}
-
 /* Describe up to max_bytes from the position, skipping empty segments. */
 static int ii_iovec_get_iovecs(const struct iov_iter *i, struct iovec *vecs,
 			       int max_vecs, size_t max_bytes, size_t *bytes)
@@ -191,11 +114,7 @@ static int ii_iovec_get_iovecs(const struct iov_iter *i, struct iovec *vecs,
 
 const struct iov_iter_ops ii_iovec_ops = {
 	.ii_copy_from_user = ii_iovec_copy_from_user,
-	.ii_copy_to_user = ii_iovec_copy_to_user,
 	.ii_advance = ii_iovec_advance,
-	.ii_fault_in_readable = ii_iovec_fault_in_readable,
-	.ii_single_seg_count = ii_iovec_single_seg_count,
-	.ii_shorten = ii_iovec_shorten,
 	.ii_get_iovecs = ii_iovec_get_iovecs,
 };
 
@@ -207,13 +126,10 @@ static inline char *bvec_addr(const struct bio_vec *bvec, size_t off)
 	return (char *)bvec->bv_page + bvec->bv_offset + off;
 }
 
-/*
- * Copy bytes between page + page_offset and the bio_vecs; to_page picks the
- * direction (seed 004's bvec_copy_tofrom_page()).
- */
-static size_t bvec_copy_tofrom_page(const struct iov_iter *i, void *page,
-				    size_t page_offset, size_t bytes,
-				    bool to_page)
+/* Copy bytes from the bio_vecs to page + page_offset (seed 004's
+ * bvec_copy_tofrom_page(), in the one direction used). */
+static size_t bvec_copy_to_page(const struct iov_iter *i, void *page,
+				size_t page_offset, size_t bytes)
 {
 	const struct bio_vec *bvec = i->data;
 	size_t bvec_offset = i->iov_offset;
@@ -226,10 +142,7 @@ static size_t bvec_copy_tofrom_page(const struct iov_iter *i, void *page,
 
 		g_assert(bvec_offset < bvec->bv_len);
 		copy = MIN(remaining, bvec->bv_len - bvec_offset);
-		if (to_page)
-			memcpy(vaddr, bvec_addr(bvec, bvec_offset), copy);
-		else
-			memcpy(bvec_addr(bvec, bvec_offset), vaddr, copy);
+		memcpy(vaddr, bvec_addr(bvec, bvec_offset), copy);
 		remaining -= copy;
 		vaddr += copy;
 		bvec_offset = 0;
@@ -242,14 +155,7 @@ static size_t bvec_copy_tofrom_page(const struct iov_iter *i, void *page,
 static size_t ii_bvec_copy_from_user(void *page, const struct iov_iter *i,
 				     size_t offset, size_t bytes)
 {
-	return bvec_copy_tofrom_page(i, page, offset, bytes, true);
-}
-
-/* Copy bytes from page + offset into the bio_vecs. */
-static size_t ii_bvec_copy_to_user(void *page, const struct iov_iter *i,
-				   size_t offset, size_t bytes)
-{
-	return bvec_copy_tofrom_page(i, page, offset, bytes, false);
+	return bvec_copy_to_page(i, page, offset, bytes);
 }
 
 /* Move forward by bytes; a bio_vec is never empty, so stepping past the
@@ -280,28 +186,6 @@ static void ii_bvec_advance(struct iov_iter *i, size_t bytes)
 	i->iov_offset = offset;
 }
 
-/* Pool pages are always mapped: nothing to fault in. */
-static int ii_bvec_fault_in_readable(const struct iov_iter *i, size_t bytes)
-{
-	return 0;
-}
-
-/* Bytes left in the current bio_vec, bounded by count. */
-static size_t ii_bvec_single_seg_count(const struct iov_iter *i)
-{
-	const struct bio_vec *bvec = i->data;
-
-	if (!i->count)
-		return 0;
-	return MIN(i->count, bvec->bv_len - i->iov_offset);
-}
-
-/* bio_vec arrays are not shortened (seed 005): the caller sized them. */
-static int ii_bvec_shorten(struct iov_iter *i, size_t count)
-{
-	return -EINVAL;
-}
-
 /* Describe up to max_bytes from the position as page-address iovecs. */
 static int ii_bvec_get_iovecs(const struct iov_iter *i, struct iovec *vecs,
 			      int max_vecs, size_t max_bytes, size_t *bytes)
@@ -325,11 +209,7 @@ static int ii_bvec_get_iovecs(const struct iov_iter *i, struct iovec *vecs,
 
 const struct iov_iter_ops ii_bvec_ops = {
 	.ii_copy_from_user = ii_bvec_copy_from_user,
-	.ii_copy_to_user = ii_bvec_copy_to_user,
 	.ii_advance = ii_bvec_advance,
-	.ii_fault_in_readable = ii_bvec_fault_in_readable,
-	.ii_single_seg_count = ii_bvec_single_seg_count,
-	.ii_shorten = ii_bvec_shorten,
 	.ii_get_iovecs = ii_bvec_get_iovecs,
 };
 
@@ -419,20 +299,3 @@ size_t iov_iter_zero(struct iov_iter *i, size_t bytes)
 	return done;
 }
 
-size_t bvec_length(const struct bio_vec *bvec, unsigned long nr_segs)
-{
-	size_t len = 0;
-
-	while (nr_segs--)
-		len += (bvec++)->bv_len;
-	return len;
-}
-
-size_t iov_length(const struct iovec *iov, unsigned long nr_segs)
-{
-	size_t len = 0;
-
-	while (nr_segs--)
-		len += (iov++)->iov_len;
-	return len;
-}

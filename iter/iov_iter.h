@@ -29,6 +29,12 @@
 #define DIOLOOP_PAGE_SHIFT 12
 #define DIOLOOP_PAGE_SIZE ((size_t)1 << DIOLOOP_PAGE_SHIFT)
 
+/* The structure that holds member at ptr (the kernel's container_of). */
+#ifndef container_of
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
+
 /* One piece of a page: the memory bv_page + bv_offset, bv_len bytes long. */
 struct bio_vec {
 	void *bv_page;		/* page address, DIOLOOP_PAGE_SIZE aligned */
@@ -43,18 +49,8 @@ struct iov_iter_ops {
 	 * number copied (== bytes; bytes <= count is the caller's duty). */
 	size_t (*ii_copy_from_user)(void *page, const struct iov_iter *i,
 				    size_t offset, size_t bytes);
-	/* Copy bytes from page + offset into the iterator's memory. */
-	size_t (*ii_copy_to_user)(void *page, const struct iov_iter *i,
-				  size_t offset, size_t bytes);
 	/* Move the position forward by bytes (<= count). */
 	void (*ii_advance)(struct iov_iter *i, size_t bytes);
-	/* Make sure the next bytes can be read without a fault: 0 or -EFAULT. */
-	int (*ii_fault_in_readable)(const struct iov_iter *i, size_t bytes);
-	/* Bytes left in the current segment (bounded by count). */
-	size_t (*ii_single_seg_count)(const struct iov_iter *i);
-	/* Limit the iterator to count bytes: 0, or -EINVAL when the kind
-	 * refuses (bio_vec, as in seed 005); on -EINVAL nothing changes. */
-	int (*ii_shorten)(struct iov_iter *i, size_t count);
 	/* Describe up to max_bytes from the position as at most max_vecs
 	 * iovecs (zero-length segments skipped, no advance).  Returns the
 	 * number of iovecs filled; *bytes gets their total length. */
@@ -103,31 +99,9 @@ static inline size_t iov_iter_copy_from_user(void *page,
 	return i->ops->ii_copy_from_user(page, i, offset, bytes);
 }
 
-static inline size_t iov_iter_copy_to_user(void *page,
-		const struct iov_iter *i, size_t offset, size_t bytes)
-{
-	return i->ops->ii_copy_to_user(page, i, offset, bytes);
-}
-
 static inline void iov_iter_advance(struct iov_iter *i, size_t bytes)
 {
 	i->ops->ii_advance(i, bytes);
-}
-
-static inline int iov_iter_fault_in_readable(const struct iov_iter *i,
-					     size_t bytes)
-{
-	return i->ops->ii_fault_in_readable(i, bytes);
-}
-
-static inline size_t iov_iter_single_seg_count(const struct iov_iter *i)
-{
-	return i->ops->ii_single_seg_count(i);
-}
-
-static inline int iov_iter_shorten(struct iov_iter *i, size_t count)
-{
-	return i->ops->ii_shorten(i, count);
 }
 
 static inline int iov_iter_get_iovecs(const struct iov_iter *i,
@@ -145,9 +119,5 @@ size_t iov_iter_copy_from_buf(struct iov_iter *i, const void *buf,
 			      size_t bytes);
 /* Fill the next bytes of the iterator with zeros, advancing it. */
 size_t iov_iter_zero(struct iov_iter *i, size_t bytes);
-
-/* Total length of an array of bio_vecs / iovecs (bio.h's bvec_length()). */
-size_t bvec_length(const struct bio_vec *bvec, unsigned long nr_segs);
-size_t iov_length(const struct iovec *iov, unsigned long nr_segs);
 
 #endif

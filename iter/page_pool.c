@@ -196,16 +196,6 @@ static void pool_give_back(struct dioloop_page_pool *pool, void *page)
 	pool->in_use--;
 }
 
-void *dioloop_page_pool_get(struct dioloop_page_pool *pool)
-{
-	void *page;
-
-	g_mutex_lock(&pool->lock);
-	page = pool_take(pool);
-	g_mutex_unlock(&pool->lock);
-	return page;
-}
-
 void *dioloop_page_pool_get_wait(struct dioloop_page_pool *pool)
 {
 	void *page;
@@ -250,19 +240,6 @@ void dioloop_page_pool_put(struct dioloop_page_pool *pool, void *page)
 	pool_give_back(pool, page);
 	if (pool->waiters)
 		g_cond_signal(&pool->cond);
-	g_mutex_unlock(&pool->lock);
-}
-
-void dioloop_page_pool_put_many(struct dioloop_page_pool *pool, void **pages,
-				size_t n)
-{
-	size_t k;
-
-	g_mutex_lock(&pool->lock);
-	for (k = 0; k < n; k++)
-		pool_give_back(pool, pages[k]);
-	if (pool->waiters && n)
-		g_cond_broadcast(&pool->cond);
 	g_mutex_unlock(&pool->lock);
 }
 

@@ -8,8 +8,8 @@
  * pages; it never frees memory before dioloop_page_pool_free().  get and put
  * are O(1) (an intrusive free list) and thread-safe (one mutex).
  *
- * Exhaustion: dioloop_page_pool_get() returns NULL (the caller reports
- * -ENOMEM); dioloop_page_pool_get_wait() sleeps until another thread puts a
+ * Exhaustion: dioloop_page_pool_get_many() fails with -ENOMEM (all or
+ * none); dioloop_page_pool_get_wait() sleeps until another thread puts a
  * page back.  Never call get_wait from a thread that must run for pages to
  * come back (a completion thread): it may wait forever.
  */
@@ -33,8 +33,6 @@ int dioloop_page_pool_new(size_t prealloc, size_t cap,
 /* Free the pool and its memory; every page must have been put back. */
 void dioloop_page_pool_free(struct dioloop_page_pool *pool);
 
-/* A page, or NULL when cap pages are in use (or memory ran out). */
-void *dioloop_page_pool_get(struct dioloop_page_pool *pool);
 /* A page; waits while cap pages are in use. NULL only if the system is out
  * of memory before cap is reached. */
 void *dioloop_page_pool_get_wait(struct dioloop_page_pool *pool);
@@ -43,8 +41,6 @@ int dioloop_page_pool_get_many(struct dioloop_page_pool *pool, void **pages,
 			       size_t n);
 /* Give a page back; it must have come from this pool. */
 void dioloop_page_pool_put(struct dioloop_page_pool *pool, void *page);
-void dioloop_page_pool_put_many(struct dioloop_page_pool *pool, void **pages,
-				size_t n);
 
 void dioloop_page_pool_get_stats(struct dioloop_page_pool *pool,
 				 struct dioloop_page_pool_stats *stats);

@@ -128,7 +128,6 @@ static struct backend *open_minimal(const char *mem_opts,
 
 	ck_assert_int_eq(backend_ops_check(&minimal_ops), 0);
 	b->ops = &minimal_ops;
-	range_lock_tree_init(&b->range_locks);
 	ck_assert_int_eq(minimal_ops.open(b, &args), 0);
 	*mem_out = args.inner;
 	return b;
@@ -663,7 +662,6 @@ static struct backend *open_spy(uint64_t max_size, unsigned int flags)
 	ck_assert_int_eq(backend_ops_check(&spy_ops), 0);
 	b->ops = &spy_ops;
 	b->flags = flags;
-	range_lock_tree_init(&b->range_locks);
 	ck_assert_int_eq(spy_ops.open(b, &args), 0);
 	b->limits = (struct backend_limits){
 		.request_alignment = 1,

@@ -106,9 +106,9 @@ START_TEST(test_cow_new_image_reads_zeros_and_stores_nothing)
 		      "nothing mapped, generation 2: opening for writing committed once (got %llu mapped, gen %llu)",
 		      (unsigned long long)st.mapped_blocks,
 		      (unsigned long long)st.generation);
-	ck_assert_msg(b->dio_stats.ios == 0,
+	ck_assert_msg(backend_info(b, &info) == 0 && info.engine.ios == 0,
 		      "reading holes submitted no I/O (got %llu)",
-		      (unsigned long long)b->dio_stats.ios);
+		      (unsigned long long)info.engine.ios);
 	backend_close(b);
 	g_free(buf);
 	g_free(path);

@@ -21,6 +21,7 @@
 
 struct eng {
 	struct backend b;
+	struct dio_engine dio;		/* the engine's locks and counters */
 	unsigned char *store;		/* physical bytes */
 	unsigned char *written;		/* per 512-byte logical sector */
 	bool fragment;			/* logical page p -> physical p ^ 1 */
@@ -136,7 +137,7 @@ static struct eng *eng_new(unsigned dev_align, bool async)
 		.block_size = 4096, .max_transfer = 1u << 20, .max_segs = 1024,
 	};
 	e->b.path = "eng";
-	range_lock_tree_init(&e->b.range_locks);
+	dio_engine_init(&e->dio);
 	g_mutex_init(&e->lock);
 	test_rng_init(&e->rng, 77);
 	e->pool = g_thread_pool_new(eng_pool_func, e, 3, TRUE, NULL);
@@ -146,7 +147,7 @@ static struct eng *eng_new(unsigned dev_align, bool async)
 static void eng_free(struct eng *e)
 {
 	g_thread_pool_free(e->pool, FALSE, TRUE);
-	range_lock_tree_clear(&e->b.range_locks);
+	dio_engine_clear(&e->dio);
 	g_mutex_clear(&e->lock);
 	g_free(e->store);
 	g_free(e->written);
@@ -179,6 +180,7 @@ static void bvbuf_init(struct bvbuf *m, size_t len, unsigned first_off,
 		       unsigned later_off, unsigned piece_max)
 {
 	unsigned off = first_off;
+	size_t total = len;
 
 	m->nr = 0;
 	while (len) {
@@ -197,8 +199,7 @@ static void bvbuf_init(struct bvbuf *m, size_t len, unsigned first_off,
 		len -= n;
 		off = later_off;
 	}
-	iov_iter_init_bvec(&m->it, m->bv, (unsigned long)m->nr,
-			   bvec_length(m->bv, (unsigned long)m->nr), 0);
+	iov_iter_init_bvec(&m->it, m->bv, (unsigned long)m->nr, total, 0);
 }
 
 static void bvbuf_free(struct bvbuf *m)
@@ -238,6 +239,7 @@ static ssize_t eng_rw(struct eng *e, int rw, uint64_t pos, struct iov_iter *it,
 			   .ki_complete = async_kiocb ? waiter_complete : NULL,
 			   .ki_private = &w };
 	struct dio_params p = {
+		.engine = &e->dio,
 		.count = count, .blkbits = 12, .dev_blkbits = e->dev_bits,
 		.get_block = eng_get_block, .map_private = e,
 		.submit_io = eng_submit, .flags = DIO_SKIP_HOLES,
@@ -308,8 +310,8 @@ static void run_matrix(unsigned dev, bool async_io, bool async_kiocb)
 		size_t len = matrix_lengths[li];
 		unsigned bvoff = matrix_bvoffs[bi];
 		struct bvbuf m;
-		uint64_t bounced0 = atomic_load(&e->b.dio_stats.bounced);
-		uint64_t rmw0 = atomic_load(&e->b.dio_stats.rmw);
+		uint64_t bounced0 = atomic_load(&e->dio.stats.bounced);
+		uint64_t rmw0 = atomic_load(&e->dio.stats.rmw);
 		bool aligned, sub;
 		ssize_t ret;
 		int k;
@@ -331,12 +333,12 @@ static void run_matrix(unsigned dev, bool async_io, bool async_kiocb)
 		for (k = 0; k < m.nr; k++)
 			if ((m.bv[k].bv_offset | m.bv[k].bv_len) % dev)
 				aligned = false;
-		ck_assert_msg(atomic_load(&e->b.dio_stats.bounced) - bounced0 ==
+		ck_assert_msg(atomic_load(&e->dio.stats.bounced) - bounced0 ==
 			      (aligned ? 0u : 1u),
 			      "dev %u pos %llu len %zu bvoff %u: bounced iff "
 			      "unaligned (aligned=%d)", dev,
 			      (unsigned long long)pos, len, bvoff, aligned);
-		ck_assert_msg(atomic_load(&e->b.dio_stats.rmw) - rmw0 ==
+		ck_assert_msg(atomic_load(&e->dio.stats.rmw) - rmw0 ==
 			      (sub ? 0u : 1u),
 			      "read-modify-write iff offset/length unaligned");
 		bvbuf_free(&m);
@@ -391,9 +393,9 @@ START_TEST(test_dio_holes_read_as_zeros_without_io)
 	bvbuf_init(&m, 65536, 0, 0, 4096);
 	ret = eng_rw(e, DIOLOOP_READ, 0, &m.it, 65536, false);
 	ck_assert_int_eq(ret, 65536);
-	ck_assert_msg(atomic_load(&e->b.dio_stats.ios) == 0,
+	ck_assert_msg(atomic_load(&e->dio.stats.ios) == 0,
 		      "reading a hole submits no I/O");
-	ck_assert_msg(atomic_load(&e->b.dio_stats.holes) >= 1,
+	ck_assert_msg(atomic_load(&e->dio.stats.holes) >= 1,
 		      "the hole was counted");
 	iov_iter_copy_to_buf(got, &m.it, 65536);
 	for (i = 0; i < 16; i++)
@@ -410,13 +412,13 @@ START_TEST(test_dio_holes_read_as_zeros_without_io)
 	ck_assert_int_eq(eng_rw(e, DIOLOOP_WRITE, 32768, &m.it, 4096, false),
 			 4096);
 	bvbuf_free(&m);
-	atomic_store(&e->b.dio_stats.ios, 0);
+	atomic_store(&e->dio.stats.ios, 0);
 	bvbuf_init(&m, 65536, 0, 0, 4096);
 	ck_assert_int_eq(eng_rw(e, DIOLOOP_READ, 0, &m.it, 65536, false),
 			 65536);
-	ck_assert_msg(atomic_load(&e->b.dio_stats.ios) == 1,
+	ck_assert_msg(atomic_load(&e->dio.stats.ios) == 1,
 		      "only the written page is read (got %llu I/Os)",
-		      (unsigned long long)atomic_load(&e->b.dio_stats.ios));
+		      (unsigned long long)atomic_load(&e->dio.stats.ios));
 	iov_iter_copy_to_buf(got, &m.it, 65536);
 	for (i = 0; i < 16; i++) {
 		unsigned char want[4096];
@@ -460,8 +462,8 @@ static void coalesce_case(bool fragment, uint32_t max_segs,
 		it = m.it;
 	}
 	ck_assert_int_eq(eng_rw(e, DIOLOOP_WRITE, 0, &it, 65536, false), 65536);
-	*ios = atomic_load(&e->b.dio_stats.ios);
-	*segs = atomic_load(&e->b.dio_stats.segs);
+	*ios = atomic_load(&e->dio.stats.ios);
+	*segs = atomic_load(&e->dio.stats.segs);
 	if (contiguous_memory)
 		free(mem);
 	else

@@ -9,17 +9,15 @@
  * compared with it, so a write outside the op's range (into a gap, past
  * count, into another segment) fails the test.  A model (pos, end) tracks
  * where the iterator must be; check_state() compares the iterator's fields
- * and single_seg_count() with it after every op.
+ * and the current segment's remainder with it after every op.
  *
  * Loop tests run once per kind: _i == KIND_IOVEC or KIND_BVEC.
  */
 #include <check.h>
-#include <errno.h>
 #include <glib.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "iter/iov_iter.h"
 #include "tests/testutil.h"
@@ -45,8 +43,8 @@ struct layout {
 	size_t *seg_len;
 };
 
-/* Where the iterator must be: count == end - pos; nr_segs is bounded by
- * seg_limit (lowered by an iovec shorten). */
+/* Where the iterator must be: count == end - pos; nr_segs counts from the
+ * current segment to seg_limit (the layout's segments). */
 struct model {
 	size_t pos;
 	size_t end;
@@ -262,6 +260,16 @@ static void check_arena(const struct layout *l, const char *op)
 		      kind_name[l->kind], op);
 }
 
+/* Bytes left in the current segment, as get_iovecs describes it. */
+static size_t cur_seg_left(const struct iov_iter *it)
+{
+	struct iovec v;
+	size_t bytes = 0;
+
+	iov_iter_get_iovecs(it, &v, 1, SIZE_MAX, &bytes);
+	return bytes;
+}
+
 /* The iterator's fields against the model. */
 static void check_state(const struct layout *l, const struct iov_iter *it,
 			const struct model *m, const char *op)
@@ -280,9 +288,9 @@ static void check_state(const struct layout *l, const struct iov_iter *it,
 		      "%s after %s: expected count %zu, got %zu",
 		      kind_name[l->kind], op, count, iov_iter_count(it));
 	if (!count) {
-		ck_assert_msg(iov_iter_single_seg_count(it) == 0,
-			      "after %s: expected single_seg_count 0 at count "
-			      "0", op);
+		ck_assert_msg(cur_seg_left(it) == 0,
+			      "after %s: expected no segment left at count 0",
+			      op);
 		return;
 	}
 	seg = l->seg_of[m->pos];
@@ -310,11 +318,10 @@ static void check_state(const struct layout *l, const struct iov_iter *it,
 		      "%s after %s: expected nr_segs %lu, got %lu",
 		      kind_name[l->kind], op, m->seg_limit - seg,
 		      it->nr_segs);
-	ck_assert_msg(iov_iter_single_seg_count(it) == seg_left,
-		      "%s after %s: expected single_seg_count %zu (the "
-		      "reference segment's remainder), got %zu",
-		      kind_name[l->kind], op, seg_left,
-		      iov_iter_single_seg_count(it));
+	ck_assert_msg(cur_seg_left(it) == seg_left,
+		      "%s after %s: expected %zu bytes left in the current "
+		      "segment (the reference segment's remainder), got %zu",
+		      kind_name[l->kind], op, seg_left, cur_seg_left(it));
 }
 
 static void check_unchanged(const struct iov_iter *before,
@@ -369,29 +376,6 @@ static void op_copy_from_user(struct layout *l, struct iov_iter *it,
 	g_free(dst);
 	g_free(orig);
 	g_free(ref);
-}
-
-static void op_copy_to_user(struct layout *l, struct iov_iter *it,
-			    struct model *m, struct test_rng *r)
-{
-	size_t count = m->end - m->pos, n = pick_len(r, count);
-	size_t off = test_rng_range(r, 0, 64), k, ret;
-	char *src = g_malloc(off + n + 1), *orig = g_malloc(off + n + 1);
-	struct iov_iter before = *it;
-
-	test_rng_fill(r, src, off + n + 1);
-	memcpy(orig, src, off + n + 1);
-	ret = iov_iter_copy_to_user(src, it, off, n);
-	ck_assert_msg(ret == n, "copy_to_user: expected %zu copied, got %zu",
-		      n, ret);
-	for (k = 0; k < n; k++)
-		l->expect[l->addr[m->pos + k]] = src[off + k];
-	ck_assert_msg(memcmp(src, orig, off + n + 1) == 0,
-		      "copy_to_user: expected the source page unchanged");
-	check_unchanged(&before, it, "copy_to_user");
-	check_arena(l, "copy_to_user");
-	g_free(src);
-	g_free(orig);
 }
 
 static void op_advance(struct layout *l, struct iov_iter *it,
@@ -462,57 +446,6 @@ static void op_get_iovecs(struct layout *l, struct iov_iter *it,
 		      kind_name[l->kind], MIN(max_bytes, count), sum, n);
 	check_unchanged(&before, it, "get_iovecs");
 	g_free(vecs);
-}
-
-static void op_fault_in(struct layout *l, struct iov_iter *it,
-			struct model *m, struct test_rng *r)
-{
-	size_t bytes = pick_len(r, m->end - m->pos + 100);
-	struct iov_iter before = *it;
-
-	ck_assert_msg(iov_iter_fault_in_readable(it, bytes) == 0,
-		      "fault_in_readable: expected 0 on mapped memory");
-	check_unchanged(&before, it, "fault_in_readable");
-	check_arena(l, "fault_in_readable");
-}
-
-/*
- * Shorten.  iovec: count drops to the new value and nr_segs to the segments
- * needed; the entries past those are then pointed at a PROT_NONE page, so
- * any later op that looked past nr_segs would crash the test.  bvec: refused,
- * the iterator byte-identical.
- */
-static void *no_access_page;
-
-static void op_shorten(struct layout *l, struct iov_iter *it,
-		       struct model *m, struct test_rng *r)
-{
-	size_t count = m->end - m->pos, c = pick_len(r, count + 10);
-	struct iov_iter before = *it;
-	int ret = iov_iter_shorten(it, c);
-	unsigned long s;
-
-	if (l->kind == KIND_BVEC) {
-		ck_assert_msg(ret == -EINVAL,
-			      "bvec shorten: expected -EINVAL, got %d", ret);
-		check_unchanged(&before, it, "a refused shorten");
-		return;
-	}
-	ck_assert_msg(ret == 0, "iovec shorten: expected 0, got %d", ret);
-	check_arena(l, "shorten");
-	m->end = m->pos + MIN(c, count);
-	if (m->end == m->pos) {
-		ck_assert_msg(it->nr_segs == 0 && iov_iter_count(it) == 0,
-			      "shorten to 0: expected count 0, nr_segs 0");
-		return;
-	}
-	m->seg_limit = l->seg_of[m->end - 1] + 1;
-	check_state(l, it, m, "shorten");
-	for (s = m->seg_limit; s < l->nr_segs; s++) {
-		l->iov[s].iov_base = no_access_page;
-		l->iov[s].iov_len = DIOLOOP_PAGE_SIZE;
-	}
-	memcpy(l->vec_copy, l->iov, l->vec_size);
 }
 
 static void op_copy_to_buf(struct layout *l, struct iov_iter *it,
@@ -586,10 +519,6 @@ static void run_random(int kind, const iter_op_t *ops, size_t nr_ops,
 	unsigned iters = test_iterations(3000), n;
 	struct test_rng r;
 
-	no_access_page = mmap(NULL, DIOLOOP_PAGE_SIZE, PROT_NONE,
-			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ck_assert_msg(no_access_page != MAP_FAILED,
-		      "expected mmap of a PROT_NONE page");
 	test_rng_init(&r, salt * NR_KINDS + kind);
 	for (n = 0; n < iters; n++) {
 		unsigned steps = (unsigned)test_rng_range(&r, 1, 16), k;
@@ -608,7 +537,6 @@ static void run_random(int kind, const iter_op_t *ops, size_t nr_ops,
 		}
 		layout_free(&l);
 	}
-	munmap(no_access_page, DIOLOOP_PAGE_SIZE);
 }
 
 #define RUN_RANDOM(kind, salt, ...)					\
@@ -625,12 +553,6 @@ START_TEST(test_iter_copy_from_user)
 }
 END_TEST
 
-START_TEST(test_iter_copy_to_user)
-{
-	RUN_RANDOM(_i, 2, op_copy_to_user);
-}
-END_TEST
-
 START_TEST(test_iter_advance)
 {
 	RUN_RANDOM(_i, 3, op_advance);
@@ -640,20 +562,6 @@ END_TEST
 START_TEST(test_iter_get_iovecs)
 {
 	RUN_RANDOM(_i, 4, op_get_iovecs);
-}
-END_TEST
-
-START_TEST(test_iter_shorten)
-{
-	RUN_RANDOM(_i, 5, op_shorten, op_copy_from_user, op_copy_to_user,
-		   op_get_iovecs, op_copy_to_buf, op_copy_from_buf, op_zero,
-		   op_fault_in);
-}
-END_TEST
-
-START_TEST(test_iter_fault_in_readable)
-{
-	RUN_RANDOM(_i, 6, op_fault_in);
 }
 END_TEST
 
@@ -677,9 +585,8 @@ END_TEST
 
 START_TEST(test_iter_all_ops_interleaved)
 {
-	RUN_RANDOM(_i, 10, op_copy_from_user, op_copy_to_user, op_advance,
-		   op_get_iovecs, op_shorten, op_fault_in, op_copy_to_buf,
-		   op_copy_from_buf, op_zero);
+	RUN_RANDOM(_i, 10, op_copy_from_user, op_advance, op_get_iovecs,
+		   op_copy_to_buf, op_copy_from_buf, op_zero);
 }
 END_TEST
 
@@ -694,16 +601,13 @@ static void check_empty(struct iov_iter *it, const char *what)
 	char buf[8] = { 0 };
 
 	ck_assert_msg(iov_iter_count(it) == 0, "%s: expected count 0", what);
-	ck_assert_msg(iov_iter_single_seg_count(it) == 0,
-		      "%s: expected single_seg_count 0", what);
+	ck_assert_msg(cur_seg_left(it) == 0,
+		      "%s: expected no segment left", what);
 	ck_assert_msg(iov_iter_get_iovecs(it, v, 2, SIZE_MAX, &bytes) == 0 &&
 		      bytes == 0,
 		      "%s: expected get_iovecs to fill nothing", what);
-	ck_assert_msg(iov_iter_copy_from_user(buf, it, 0, 0) == 0 &&
-		      iov_iter_copy_to_user(buf, it, 0, 0) == 0,
-		      "%s: expected zero-byte copies to copy 0", what);
-	ck_assert_msg(iov_iter_fault_in_readable(it, 4096) == 0,
-		      "%s: expected fault_in_readable 0", what);
+	ck_assert_msg(iov_iter_copy_from_user(buf, it, 0, 0) == 0,
+		      "%s: expected a zero-byte copy to copy 0", what);
 	iov_iter_advance(it, 0);
 	ck_assert_msg(iov_iter_copy_to_buf(buf, it, sizeof(buf)) == 0 &&
 		      iov_iter_copy_from_buf(it, buf, sizeof(buf)) == 0 &&
@@ -724,9 +628,6 @@ START_TEST(test_iter_count_zero)
 	check_empty(&it, "iovec with no segments");
 	iov_iter_init(&it, iov, 2, 0, 0);
 	check_empty(&it, "iovec with count 0 over 16 bytes");
-	ck_assert_msg(iov_iter_shorten(&it, 5) == 0 &&
-		      iov_iter_count(&it) == 0,
-		      "expected shorten never to raise count");
 	ck_assert_msg(posix_memalign(&page, DIOLOOP_PAGE_SIZE,
 				     DIOLOOP_PAGE_SIZE) == 0,
 		      "expected an aligned page");
@@ -748,10 +649,8 @@ START_TEST(test_iter_all_zero_length_iovecs)
 	};
 	struct iov_iter it;
 
-	iov_iter_init(&it, iov, 5, iov_length(iov, 5), 0);
+	iov_iter_init(&it, iov, 5, 0, 0);
 	check_empty(&it, "five zero-length iovecs");
-	ck_assert_msg(iov_length(iov, 5) == 0,
-		      "expected iov_length 0 for zero-length iovecs");
 }
 END_TEST
 
@@ -771,9 +670,9 @@ START_TEST(test_iter_zero_length_iovecs_skipped)
 	ck_assert_msg(it.data == &iov[2] && it.nr_segs == 4 &&
 		      it.iov_offset == 0,
 		      "expected init to skip the leading zero-length iovecs");
-	ck_assert_msg(iov_iter_single_seg_count(&it) == 1,
-		      "expected single_seg_count 1 (the first non-empty "
-		      "segment)");
+	ck_assert_msg(cur_seg_left(&it) == 1,
+		      "expected 1 byte left in the current segment (the "
+		      "first non-empty one)");
 	ck_assert_msg(iov_iter_get_iovecs(&it, v, 4, SIZE_MAX, &bytes) == 2 &&
 		      bytes == 2 && v[0].iov_base == &a &&
 		      v[1].iov_base == &b,
@@ -881,54 +780,6 @@ START_TEST(test_iter_init_written)
 }
 END_TEST
 
-START_TEST(test_iter_lengths)
-{
-	struct test_rng r;
-	unsigned n, iters = test_iterations(1000);
-
-	test_rng_init(&r, 400 + _i);
-	for (n = 0; n < iters; n++) {
-		struct layout l;
-		size_t len;
-
-		layout_build(&l, _i, &r);
-		len = _i == KIND_IOVEC ? iov_length(l.iov, l.nr_segs) :
-					 bvec_length(l.bvec, l.nr_segs);
-		ck_assert_msg(len == l.total,
-			      "%s length: expected %zu, got %zu",
-			      kind_name[_i], l.total, len);
-		layout_free(&l);
-	}
-	ck_assert_msg(iov_length(NULL, 0) == 0 && bvec_length(NULL, 0) == 0,
-		      "expected length 0 for no segments");
-}
-END_TEST
-
-/* A bvec shorten is refused whatever the count, the iterator untouched. */
-START_TEST(test_iter_shorten_bvec_refused)
-{
-	struct test_rng r;
-	unsigned n, iters = test_iterations(1000);
-
-	test_rng_init(&r, 500);
-	for (n = 0; n < iters; n++) {
-		struct iov_iter it, before;
-		struct layout l;
-		struct model m;
-		size_t c;
-
-		layout_build(&l, KIND_BVEC, &r);
-		layout_iter_init(&l, &it, &m, &r);
-		c = pick_len(&r, m.end - m.pos + 10);
-		before = it;
-		ck_assert_msg(iov_iter_shorten(&it, c) == -EINVAL,
-			      "bvec shorten to %zu: expected -EINVAL", c);
-		check_unchanged(&before, &it, "a refused bvec shorten");
-		layout_free(&l);
-	}
-}
-END_TEST
-
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -937,7 +788,6 @@ static Suite *iter_suite(void)
 	tc = tcase_create("copy");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_iter_copy_from_user, 0, NR_KINDS);
-	tcase_add_loop_test(tc, test_iter_copy_to_user, 0, NR_KINDS);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("advance");
@@ -951,17 +801,6 @@ static Suite *iter_suite(void)
 	tc = tcase_create("get_iovecs");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_iter_get_iovecs, 0, NR_KINDS);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("shorten");
-	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_iter_shorten, 0, NR_KINDS);
-	tcase_add_test(tc, test_iter_shorten_bvec_refused);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("fault_in");
-	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_iter_fault_in_readable, 0, NR_KINDS);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("flat");
@@ -980,7 +819,6 @@ static Suite *iter_suite(void)
 	tcase_add_test(tc, test_iter_count_zero);
 	tcase_add_test(tc, test_iter_all_zero_length_iovecs);
 	tcase_add_test(tc, test_iter_zero_length_iovecs_skipped);
-	tcase_add_loop_test(tc, test_iter_lengths, 0, NR_KINDS);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -31,6 +31,23 @@ static struct dioloop_page_pool_stats pool_stats(struct dioloop_page_pool *p)
 	return st;
 }
 
+/* One page without waiting, or NULL when cap pages are in use. */
+static void *get_one(struct dioloop_page_pool *pool)
+{
+	void *page;
+
+	return dioloop_page_pool_get_many(pool, &page, 1) == 0 ? page : NULL;
+}
+
+/* Give n pages back, one put each. */
+static void put_all(struct dioloop_page_pool *pool, void **pages, size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		dioloop_page_pool_put(pool, pages[k]);
+}
+
 static bool page_aligned(const void *page)
 {
 	return ((uintptr_t)page & (DIOLOOP_PAGE_SIZE - 1)) == 0;
@@ -65,7 +82,7 @@ START_TEST(test_page_pool_alignment)
 	pool = pool_new_or_fail(prealloc, cap);
 	pages = g_new(unsigned char *, cap);
 	for (n = 0; n < cap; n++) {
-		pages[n] = dioloop_page_pool_get(pool);
+		pages[n] = get_one(pool);
 		ck_assert_msg(pages[n] != NULL,
 			      "expected page %zu of cap %zu", n, cap);
 		ck_assert_msg(page_aligned(pages[n]),
@@ -105,11 +122,11 @@ START_TEST(test_page_pool_get_until_cap)
 		void *again;
 
 		for (n = 0; n < cap; n++) {
-			pages[n] = dioloop_page_pool_get(pool);
+			pages[n] = get_one(pool);
 			ck_assert_msg(pages[n] != NULL,
 				      "cap %zu: expected page %zu", cap, n);
 		}
-		ck_assert_msg(dioloop_page_pool_get(pool) == NULL,
+		ck_assert_msg(get_one(pool) == NULL,
 			      "cap %zu: expected NULL once cap pages are out",
 			      cap);
 		st = pool_stats(pool);
@@ -119,10 +136,10 @@ START_TEST(test_page_pool_get_until_cap)
 			      "high_water = cap, got %zu/%zu/%zu", cap,
 			      st.in_use, st.allocated, st.high_water);
 		dioloop_page_pool_put(pool, pages[cap / 2]);
-		again = dioloop_page_pool_get(pool);
+		again = get_one(pool);
 		ck_assert_msg(again == pages[cap / 2],
 			      "cap %zu: expected the page just put back", cap);
-		dioloop_page_pool_put_many(pool, pages, cap);
+		put_all(pool, pages, cap);
 		ck_assert_msg(pool_stats(pool).in_use == 0,
 			      "expected in_use 0 after putting all back");
 		dioloop_page_pool_free(pool);
@@ -138,7 +155,7 @@ START_TEST(test_page_pool_get_many_all_or_nothing)
 	size_t k;
 
 	for (k = 0; k < 3; k++)
-		held[k] = dioloop_page_pool_get(pool);
+		held[k] = get_one(pool);
 	memset(many, 0, sizeof(many));
 	ck_assert_msg(dioloop_page_pool_get_many(pool, many, 8) == -ENOMEM,
 		      "expected -ENOMEM asking 8 with 7 left");
@@ -157,14 +174,14 @@ START_TEST(test_page_pool_get_many_all_or_nothing)
 	ck_assert_msg(pool_stats(pool).in_use == 10 &&
 		      pool_stats(pool).allocated == 10,
 		      "expected all 10 pages in use");
-	ck_assert_msg(dioloop_page_pool_get(pool) == NULL,
+	ck_assert_msg(get_one(pool) == NULL,
 		      "expected get to fail at cap after get_many");
 	ck_assert_msg(dioloop_page_pool_get_many(pool, many + 7, 1) == -ENOMEM,
 		      "expected get_many of 1 at cap to fail");
-	dioloop_page_pool_put_many(pool, many, 7);
-	dioloop_page_pool_put_many(pool, held, 3);
+	put_all(pool, many, 7);
+	put_all(pool, held, 3);
 	ck_assert_msg(pool_stats(pool).in_use == 0,
-		      "expected in_use 0 after put_many");
+		      "expected in_use 0 after the puts");
 	dioloop_page_pool_free(pool);
 }
 END_TEST
@@ -190,7 +207,7 @@ START_TEST(test_page_pool_stats)
 		struct dioloop_page_pool_stats st;
 
 		if (test_rng_range(&r, 0, 1) && held < cap) {
-			pages[held] = dioloop_page_pool_get(pool);
+			pages[held] = get_one(pool);
 			ck_assert_msg(pages[held] != NULL,
 				      "expected a page below cap");
 			held++;
@@ -212,7 +229,7 @@ START_TEST(test_page_pool_stats)
 			      "of <= 64 between max(prealloc, high_water) and "
 			      "cap", st.allocated);
 	}
-	dioloop_page_pool_put_many(pool, pages, held);
+	put_all(pool, pages, held);
 	dioloop_page_pool_free(pool);
 	g_free(pages);
 }
@@ -229,7 +246,7 @@ START_TEST(test_page_pool_prealloc)
 		      "expected all preallocated pages at once");
 	ck_assert_msg(pool_stats(pool).allocated == 100,
 		      "expected no growth past the preallocation");
-	dioloop_page_pool_put_many(pool, pages, 100);
+	put_all(pool, pages, 100);
 	dioloop_page_pool_free(pool);
 }
 END_TEST
@@ -238,10 +255,10 @@ END_TEST
 START_TEST(test_page_pool_reuse)
 {
 	struct dioloop_page_pool *pool = pool_new_or_fail(0, 8);
-	void *a = dioloop_page_pool_get(pool), *b = dioloop_page_pool_get(pool);
+	void *a = get_one(pool), *b = get_one(pool);
 
 	dioloop_page_pool_put(pool, a);
-	ck_assert_msg(dioloop_page_pool_get(pool) == a,
+	ck_assert_msg(get_one(pool) == a,
 		      "expected the page just put to be reused");
 	dioloop_page_pool_put(pool, b);
 	dioloop_page_pool_put(pool, a);
@@ -268,7 +285,7 @@ END_TEST
 START_TEST(test_page_pool_put_twice_aborts)
 {
 	struct dioloop_page_pool *pool = pool_new_or_fail(1, 4);
-	void *page = dioloop_page_pool_get(pool);
+	void *page = get_one(pool);
 
 	dioloop_page_pool_put(pool, page);
 	dioloop_page_pool_put(pool, page);
@@ -280,7 +297,7 @@ START_TEST(test_page_pool_free_in_use_aborts)
 {
 	struct dioloop_page_pool *pool = pool_new_or_fail(1, 4);
 
-	ck_assert_msg(dioloop_page_pool_get(pool) != NULL, "expected a page");
+	ck_assert_msg(get_one(pool) != NULL, "expected a page");
 	dioloop_page_pool_free(pool);
 	ck_abort_msg("expected freeing a pool with pages out to abort");
 }
@@ -347,7 +364,7 @@ static gpointer worker_thread(gpointer data)
 				return GINT_TO_POINTER(1);
 			claim(sh, held[nr++], tag);
 		} else if (what == 0 && nr < 8) {
-			unsigned char *p = dioloop_page_pool_get(sh->pool);
+			unsigned char *p = get_one(sh->pool);
 
 			if (p) {
 				claim(sh, p, tag);
@@ -368,7 +385,7 @@ static gpointer worker_thread(gpointer data)
 
 			for (k = 0; k < nr; k++)
 				release(sh, held[k], tag);
-			dioloop_page_pool_put_many(sh->pool, (void **)held,
+			put_all(sh->pool, (void **)held,
 						   nr);
 			nr = 0;
 		}
@@ -453,7 +470,7 @@ START_TEST(test_page_pool_get_wait_wakes_on_put)
 	ck_assert_msg(w[0].page == pages[1],
 		      "expected the waiter to get the page just put");
 
-	/* Two waiters, both woken by one put_many. */
+	/* Two waiters, both woken by two puts. */
 	pages[1] = w[0].page;
 	w[0].page = NULL;
 	w[0].done = 0;
@@ -463,12 +480,12 @@ START_TEST(test_page_pool_get_wait_wakes_on_put)
 	ck_assert_msg(!g_atomic_int_get(&w[0].done) &&
 		      !g_atomic_int_get(&w[1].done),
 		      "expected both waiters blocked");
-	dioloop_page_pool_put_many(pool, pages, 2);
+	put_all(pool, pages, 2);
 	for (k = 0; k < 2; k++)
 		g_thread_join(th[k]);
 	ck_assert_msg(w[0].page && w[1].page && w[0].page != w[1].page,
-		      "expected put_many of 2 to wake both waiters with "
-		      "distinct pages");
+		      "expected two puts to wake both waiters with distinct "
+		      "pages");
 	dioloop_page_pool_put(pool, w[0].page);
 	dioloop_page_pool_put(pool, w[1].page);
 	dioloop_page_pool_free(pool);

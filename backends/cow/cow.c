@@ -43,9 +43,6 @@
 #include "backends/dio.h"
 #include "backends/cow/create.h"
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-
 #define COW_MAX_RUN 256u		/* blocks per get_block answer */
 #define COW_ZERO_CHUNK ((size_t)1 << 20)
 
@@ -553,6 +550,7 @@ static ssize_t cow_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 		return ret;
 	}
 	p = (struct dio_params){
+		.engine = &v->dio,
 		.count = count,
 		.blkbits = COW_BLOCK_SHIFT,
 		.dev_blkbits = COW_BLOCK_SHIFT,
@@ -578,19 +576,6 @@ static int cow_flush(struct backend *b)
 	if (v->rdonly)
 		return 0;
 	return cow_commit(c);
-}
-
-/* Write zeros over [pos, pos + len) (inside one or two blocks) through
- * the engine.  Worker thread. */
-static int write_zero_bytes(struct backend *b, uint64_t pos, uint64_t len)
-{
-	void *zeros = g_malloc0(len);
-	ssize_t n = backend_pwrite(b, zeros, len, pos);
-
-	g_free(zeros);
-	if (n == (ssize_t)len)
-		return 0;
-	return n < 0 ? (int)n : -EIO;
 }
 
 /* Make whole blocks [lbn, end) holes, under the range held exclusively.
@@ -659,15 +644,16 @@ static int cow_punch(struct backend *b, uint64_t pos, uint64_t len)
 	if (atomic_load(&c->failed))
 		return -EIO;
 	if (a >= z)
-		return write_zero_bytes(b, pos, len);
+		return backend_write_zero_pages(b, pos, len);
 	if (pos < a << COW_BLOCK_SHIFT) {
-		ret = write_zero_bytes(b, pos, (a << COW_BLOCK_SHIFT) - pos);
+		ret = backend_write_zero_pages(b, pos,
+					       (a << COW_BLOCK_SHIFT) - pos);
 		if (ret < 0)
 			return ret;
 	}
 	if (end > z << COW_BLOCK_SHIFT) {
-		ret = write_zero_bytes(b, z << COW_BLOCK_SHIFT,
-				       end - (z << COW_BLOCK_SHIFT));
+		ret = backend_write_zero_pages(b, z << COW_BLOCK_SHIFT,
+					       end - (z << COW_BLOCK_SHIFT));
 		if (ret < 0)
 			return ret;
 	}
@@ -675,9 +661,9 @@ static int cow_punch(struct backend *b, uint64_t pos, uint64_t len)
 	 * read-modify-write never sees a half-punched range. */
 	range_lock_init(&rl, a << COW_BLOCK_SHIFT, z << COW_BLOCK_SHIFT, true,
 			NULL);
-	range_lock_acquire_wait(&b->range_locks, &rl);
+	range_lock_acquire_wait(&v->dio.range_locks, &rl);
 	ret = punch_blocks(v, a, z);
-	range_lock_release(&b->range_locks, &rl);
+	range_lock_release(&v->dio.range_locks, &rl);
 	return ret;
 }
 
@@ -750,6 +736,7 @@ static int cow_info(struct backend *b, struct backend_info *info)
 	g_strlcpy(info->format, "cow", sizeof(info->format));
 	info->size = st.size;
 	info->allocated = st.used_blocks << COW_BLOCK_SHIFT;
+	dio_engine_get_stats(&((struct cow_volume *)b->priv)->dio, info);
 	return 0;
 }
 

@@ -52,6 +52,7 @@
 #include <sys/types.h>
 
 #include "backends/backend.h"
+#include "backends/dio.h"
 #include "backends/cow/alloc.h"
 #include "backends/cow/cow.h"
 #include "backends/cow/format.h"
@@ -143,6 +144,7 @@ struct cow_volume {
 	/* Data blocks of this volume that failed verification and were
 	 * returned as -EIO (reads and scrubs); reported by cow_stats. */
 	_Atomic uint64_t checksum_errors;
+	struct dio_engine dio;		/* the engine's locks and counters */
 };
 
 /* A block in flight: what a read expects, or where a write's checksum

@@ -221,6 +221,7 @@ static int volume_load(struct cow_container *c, struct cow_volume *v,
 
 static void volume_free(struct cow_volume *v)
 {
+	dio_engine_clear(&v->dio);
 	if (v->own_aio) {
 		dioloop_aio_free(v->own_aio);
 		v->b->aio = NULL;
@@ -241,6 +242,7 @@ int cow_open(struct backend *b, const struct backend_open_args *args)
 	int ret;
 
 	v->b = b;
+	dio_engine_init(&v->dio);
 	v->growable = args->flags & BACKEND_OPEN_GROWABLE;
 	g_mutex_lock(&registry_lock);
 	if ((args->file ? fstat(args->file->fd, &st) :
@@ -607,7 +609,7 @@ ssize_t cow_clone_range(struct backend *src_b, uint64_t src_pos,
 	/* Writes in flight to the target finish (and install) first. */
 	range_lock_init(&rl, dst_pos, dst_pos + (n << COW_BLOCK_SHIFT), true,
 			NULL);
-	range_lock_acquire_wait(&dst_b->range_locks, &rl);
+	range_lock_acquire_wait(&dst->dio.range_locks, &rl);
 	g_mutex_lock(&c->map_lock);
 	while (done < n) {
 		uint64_t left = n - done, s, d, k;
@@ -639,7 +641,7 @@ ssize_t cow_clone_range(struct backend *src_b, uint64_t src_pos,
 	}
 	changes = c->changes;
 	g_mutex_unlock(&c->map_lock);
-	range_lock_release(&dst_b->range_locks, &rl);
+	range_lock_release(&dst->dio.range_locks, &rl);
 	if (changes >= COW_COMMIT_SOON_CHANGES)
 		cow_committer_kick(c);
 	if (ret < 0)

@@ -30,11 +30,6 @@ struct dnfs_libnfs_fh {
 
 static GPrivate dnfs_service_key;
 
-static int64_t dnfs_now(void)
-{
-	return g_get_monotonic_time();
-}
-
 void dnfs_wake(struct dnfs *d)
 {
 	uint64_t one = 1;

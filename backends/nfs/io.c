@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Requests, pieces, READ/WRITE/COMMIT RPCs and the write-verifier rules
- * of the nfs backend (see nfs_int.h).  Everything here runs on the
+ * Requests, pieces and the READ/WRITE RPCs of the nfs backend (see
+ * nfs_int.h; COMMIT and resends: commit.c; deadlines: deadline.c).
+ * Everything here runs on the
  * service thread except dnfs_submit and dnfs_ctl_run, which only queue
  * under d->lock.
  */
@@ -13,30 +14,8 @@
 #include "backends/iorec.h"
 #include "backends/nfs/nfs_int.h"
 
-#define DNFS_DEADLINE_SCAN_US (100 * 1000)
-
 _Static_assert(NFS3_WRITEVERFSIZE == DIOLOOP_IOREC_VERF_SIZE,
 	       "the recorder keeps a whole write verifier");
-
-static int64_t dnfs_now(void)
-{
-	return g_get_monotonic_time();
-}
-
-static struct rpc_context *dnfs_rpc(struct dnfs *d)
-{
-	return nfs_get_rpc_context(d->nfs);
-}
-
-/* An NFSv3 status as -errno. */
-static int dnfs_errno(int status)
-{
-	int err = nfsstat3_to_errno(status);
-
-	if (err > 0)
-		err = -err;
-	return err ? err : -EIO;
-}
 
 /* ---- submission (any thread) ---- */
 
@@ -55,8 +34,6 @@ ssize_t dnfs_submit(struct dnfs *d, struct kiocb *iocb)
 	if (count == 0)
 		return 0;
 	if (write) {
-		if (d->rdonly)
-			return -EROFS;
 		if (pos > (uint64_t)INT64_MAX || count > (uint64_t)INT64_MAX - pos)
 			return d->growable ? -EFBIG : -ENOSPC;
 		/* Block-device semantics: all or nothing past the end. */
@@ -198,14 +175,14 @@ bool dnfs_has_work(struct dnfs *d)
 	       !g_queue_is_empty(&d->inflight);
 }
 
-static void dnfs_set_retained(struct dnfs *d, int64_t delta)
+void dnfs_set_retained(struct dnfs *d, int64_t delta)
 {
 	d->retained = (uint64_t)((int64_t)d->retained + delta);
 	atomic_store(&d->stats.retained, d->retained);
 }
 
 /* Free a piece that is on no queue but d->writes. */
-static void dnfs_piece_free(struct dnfs *d, struct dnfs_piece *p)
+void dnfs_piece_free(struct dnfs *d, struct dnfs_piece *p)
 {
 	if (p->write)
 		g_queue_unlink(&d->writes, &p->wlink);
@@ -214,7 +191,7 @@ static void dnfs_piece_free(struct dnfs *d, struct dnfs_piece *p)
 }
 
 /* Tell the caller: the request's last piece ended. */
-static void dnfs_req_complete(struct dnfs *d, struct dnfs_req *req)
+void dnfs_req_complete(struct dnfs *d, struct dnfs_req *req)
 {
 	ssize_t res = req->err ? req->err : (ssize_t)req->count;
 	struct kiocb *iocb = req->iocb;
@@ -309,7 +286,7 @@ static void dnfs_rpc_lost(struct dnfs *d, struct dnfs_piece *p, int status,
 }
 
 /* True for NFS answers that mean "this connection/handle is no good". */
-static bool dnfs_status_reconnects(int status)
+bool dnfs_status_reconnects(int status)
 {
 	return status == NFS3ERR_STALE || status == NFS3ERR_BADHANDLE;
 }
@@ -347,13 +324,13 @@ static bool dnfs_reply_ok(struct dnfs *d, struct dnfs_piece *p,
 		return true;
 	if (dnfs_status_reconnects(st)) {
 		dnfs_piece_requeue(d, p);
-		dnfs_conn_broken(d, dnfs_nfsstat_str(st));
+		dnfs_conn_broken(d, nfsstat3_to_str(st));
 	} else if (st == NFS3ERR_JUKEBOX) {
 		dnfs_piece_requeue(d, p);
 	} else {
 		g_warning("%s: %s at %llu: %s", d->url.url, op,
 			  (unsigned long long)(p->pos + p->done),
-			  dnfs_nfsstat_str(st));
+			  nfsstat3_to_str(st));
 		dnfs_piece_fail(d, p, dnfs_errno(st));
 	}
 	return false;
@@ -462,118 +439,6 @@ static void dnfs_write_cb(struct rpc_context *rpc, int status, void *data,
 	dnfs_req_piece_done(d, p, 0);
 }
 
-/* ---- COMMIT ---- */
-
-/* Fail every flush waiting with err. */
-static void dnfs_fail_flushes(struct dnfs *d, int err)
-{
-	GList *l = d->ctls.head;
-
-	while (l) {
-		struct dnfs_ctl *ctl = l->data;
-
-		l = l->next;
-		if (ctl->kind != DNFS_CTL_FLUSH)
-			continue;
-		g_queue_unlink(&d->ctls, &ctl->link);
-		g_mutex_lock(&d->lock);
-		ctl->err = err;
-		ctl->done = true;
-		g_cond_broadcast(&d->cond);
-		g_mutex_unlock(&d->lock);
-	}
-}
-
-static gint dnfs_seq_cmp(gconstpointer a, gconstpointer b, gpointer unused)
-{
-	const struct dnfs_piece *pa = a, *pb = b;
-
-	return pa->seq < pb->seq ? -1 : pa->seq > pb->seq;
-}
-
-/* The verifier changed: send every retained write again, in order. */
-static void dnfs_start_resend(struct dnfs *d)
-{
-	uint64_t n = 0, bytes = 0;
-	GList *l;
-
-	atomic_fetch_add(&d->stats.verifier_changes, 1);
-	d->quiesce = true;
-	for (l = d->writes.head; l; l = l->next) {
-		struct dnfs_piece *p = l->data;
-
-		if (p->state != DNFS_P_WRITTEN)
-			continue;
-		p->state = DNFS_P_QUEUED;
-		p->resending = true;
-		p->done = 0;
-		dnfs_set_retained(d, -(int64_t)p->len);
-		g_queue_push_tail_link(&d->resend, &p->qlink);
-		n++;
-		bytes += p->len;
-	}
-	g_warning("%s: the server's write verifier changed (it restarted?): sending %llu uncommitted writes (%llu bytes) again",
-		  d->url.url, (unsigned long long)n, (unsigned long long)bytes);
-}
-
-static void dnfs_commit_cb(struct rpc_context *rpc, int status, void *data,
-			   void *priv)
-{
-	struct dnfs *d = priv;
-	COMMIT3res *res = data;
-	const char *verf;
-	bool mismatch = false;
-	GList *l;
-
-	if (!d->commit_inflight || d->commit_gen != d->gen)
-		return;
-	d->commit_inflight = false;
-	d->last_progress_us = dnfs_now();
-	if (status != RPC_STATUS_SUCCESS) {
-		if (!d->tearing_down)
-			dnfs_conn_broken(d, status == RPC_STATUS_ERROR && data ?
-					 (const char *)data : "COMMIT lost");
-		return;
-	}
-	if (res->status != NFS3_OK) {
-		if (dnfs_status_reconnects(res->status)) {
-			dnfs_conn_broken(d, dnfs_nfsstat_str(res->status));
-		} else if (res->status != NFS3ERR_JUKEBOX) {
-			g_warning("%s: COMMIT: %s", d->url.url,
-				  dnfs_nfsstat_str(res->status));
-			dnfs_fail_flushes(d, dnfs_errno(res->status));
-		}
-		return;
-	}
-	atomic_fetch_add(&d->stats.commits, 1);
-	verf = res->COMMIT3res_u.resok.verf;
-	dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_COMMIT, d->url.url, 0, NULL,
-			     0, false, verf, 0);
-	for (l = d->writes.head; l && !mismatch; l = l->next) {
-		struct dnfs_piece *p = l->data;
-
-		if (p->state == DNFS_P_WRITTEN && p->done_seq <= d->commit_mark)
-			mismatch = !p->verf_valid ||
-				   memcmp(p->verf, verf, sizeof(p->verf));
-	}
-	memcpy(d->verf, verf, sizeof(d->verf));
-	d->verf_known = true;
-	if (mismatch) {
-		dnfs_start_resend(d);
-		return;
-	}
-	l = d->writes.head;
-	while (l) {
-		struct dnfs_piece *p = l->data;
-
-		l = l->next;
-		if (p->state == DNFS_P_WRITTEN && p->done_seq <= d->commit_mark) {
-			dnfs_set_retained(d, -(int64_t)p->len);
-			dnfs_piece_free(d, p);
-		}
-	}
-}
-
 /* ---- GETATTR / SETATTR for info and resize ---- */
 
 static struct dnfs_ctl *dnfs_ctl_inflight(struct dnfs *d)
@@ -589,7 +454,7 @@ static struct dnfs_ctl *dnfs_ctl_inflight(struct dnfs *d)
 	return NULL;
 }
 
-static void dnfs_ctl_done(struct dnfs *d, struct dnfs_ctl *ctl, int err)
+void dnfs_ctl_done(struct dnfs *d, struct dnfs_ctl *ctl, int err)
 {
 	g_queue_unlink(&d->ctls, &ctl->link);
 	g_mutex_lock(&d->lock);
@@ -636,7 +501,7 @@ static void dnfs_ctl_cb(int err, struct nfs_context *nfs, void *data,
 
 /* ---- sending ---- */
 
-static void dnfs_send(struct dnfs *d, struct dnfs_piece *p, GQueue *from)
+void dnfs_send(struct dnfs *d, struct dnfs_piece *p, GQueue *from)
 {
 	uint32_t want = p->len - p->done;
 	int64_t now = dnfs_now();
@@ -681,98 +546,6 @@ static void dnfs_send(struct dnfs *d, struct dnfs_piece *p, GQueue *from)
 	/* Not queued: the loop tears down and the piece goes back. */
 	if (rc < 0)
 		dnfs_conn_broken(d, rpc_get_error(dnfs_rpc(d)));
-}
-
-/* True if a resent write in flight overlaps p. */
-static bool dnfs_resend_overlaps(struct dnfs *d, const struct dnfs_piece *p)
-{
-	GList *l;
-
-	for (l = d->inflight.head; l; l = l->next) {
-		const struct dnfs_piece *q = l->data;
-
-		if (q->write && q->resending && q->pos < p->pos + p->len &&
-		    p->pos < q->pos + q->len)
-			return true;
-	}
-	return false;
-}
-
-/* Send resends: only once no new write is in flight, in sequence order,
- * each after any overlapping earlier one was answered. */
-static void dnfs_issue_resends(struct dnfs *d)
-{
-	GList *l;
-	bool any = false;
-
-	if (d->user_writes_inflight || d->commit_inflight)
-		return;
-	for (l = d->inflight.head; l; l = l->next)
-		any |= ((struct dnfs_piece *)l->data)->resending;
-	if (!any)
-		g_queue_sort(&d->resend, dnfs_seq_cmp, NULL);
-	while (!g_queue_is_empty(&d->resend) && !d->broken &&
-	       g_queue_get_length(&d->inflight) < DNFS_MAX_INFLIGHT) {
-		struct dnfs_piece *p = d->resend.head->data;
-
-		if (dnfs_resend_overlaps(d, p))
-			return;
-		dnfs_send(d, p, &d->resend);
-	}
-	if (g_queue_is_empty(&d->resend)) {
-		for (l = d->inflight.head; l; l = l->next)
-			if (((struct dnfs_piece *)l->data)->resending)
-				return;
-		/* All sent again and answered: COMMIT them. */
-		d->quiesce = false;
-		d->commit_wanted = true;
-	}
-}
-
-/* Flushes whose writes are all committed (or failed) are done. */
-void dnfs_finish_flushes(struct dnfs *d)
-{
-	const struct dnfs_piece *head = d->writes.head ? d->writes.head->data :
-							 NULL;
-	GList *l = d->ctls.head;
-
-	while (l) {
-		struct dnfs_ctl *ctl = l->data;
-
-		l = l->next;
-		if (ctl->kind == DNFS_CTL_FLUSH && (!head || head->seq > ctl->seq))
-			dnfs_ctl_done(d, ctl, 0);
-	}
-}
-
-/* Start a COMMIT round when one is due and something is retained. */
-static void dnfs_maybe_commit(struct dnfs *d)
-{
-	bool flush = false;
-	GList *l;
-	COMMIT3args a = { .file = { .data = { d->fh_len, d->fh } } };
-
-	if (d->commit_inflight || d->quiesce)
-		return;
-	for (l = d->ctls.head; l && !flush; l = l->next)
-		flush = ((struct dnfs_ctl *)l->data)->kind == DNFS_CTL_FLUSH;
-	if (!flush && !d->commit_wanted && d->retained < DNFS_RETAIN_COMMIT)
-		return;
-	d->commit_wanted = false;
-	if (!d->retained)
-		return;
-	if (g_queue_is_empty(&d->inflight))
-		d->last_progress_us = dnfs_now();
-	d->commit_inflight = true;
-	d->commit_gen = d->gen;
-	d->commit_mark = d->done_counter;
-	atomic_fetch_add(&d->stats.rpcs, 1);
-	dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_COMMIT_SENT, d->url.url, 0,
-			     NULL, 0, false, NULL, 0);
-	if (rpc_nfs3_commit_async(dnfs_rpc(d), dnfs_commit_cb, &a, d) < 0) {
-		d->commit_inflight = false;
-		dnfs_conn_broken(d, rpc_get_error(dnfs_rpc(d)));
-	}
 }
 
 /* GETATTR / SETATTR, one at a time. */
@@ -854,65 +627,6 @@ void dnfs_requeue_inflight(struct dnfs *d)
 	d->ctl_rpc = false;
 	for (l = d->ctls.head; l; l = l->next)
 		((struct dnfs_ctl *)l->data)->inflight = false;
-}
-
-/* Give up on a request: -EIO now; its RPCs in flight end unheard. */
-static void dnfs_req_timeout(struct dnfs *d, struct dnfs_req *req)
-{
-	GList *l;
-
-	atomic_fetch_add(&d->stats.timeouts, 1);
-	while ((l = req->pieces.head)) {
-		struct dnfs_piece *p = l->data;
-
-		g_queue_delete_link(&req->pieces, l);
-		p->req = NULL;
-		req->pending--;
-		if (p->state == DNFS_P_INFLIGHT) {
-			p->abandoned = true;
-		} else {
-			g_queue_unlink(&d->pending, &p->qlink);
-			dnfs_piece_free(d, p);
-		}
-	}
-	if (!req->err)
-		req->err = -EIO;
-	g_assert(req->pending == 0);
-	dnfs_req_complete(d, req);
-}
-
-void dnfs_check_deadlines(struct dnfs *d, int64_t now, bool force)
-{
-	unsigned int failed = 0;
-	GList *l;
-
-	if (!force && now - d->last_deadline_scan_us < DNFS_DEADLINE_SCAN_US)
-		return;
-	d->last_deadline_scan_us = now;
-	l = d->active.head;
-	while (l) {
-		struct dnfs_req *req = l->data;
-
-		l = l->next;
-		if (force || now >= req->deadline_us) {
-			dnfs_req_timeout(d, req);
-			failed++;
-		}
-	}
-	l = d->ctls.head;
-	while (l) {
-		struct dnfs_ctl *ctl = l->data;
-
-		l = l->next;
-		if (force || now >= ctl->deadline_us) {
-			ctl->inflight = false;
-			dnfs_ctl_done(d, ctl, -EIO);
-			failed++;
-		}
-	}
-	if (failed)
-		g_warning("%s: %u requests failed with EIO: no answer from the server within %us",
-			  d->url.url, failed, d->url.timeout_s);
 }
 
 void dnfs_free_pieces(struct dnfs *d)

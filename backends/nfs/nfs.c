@@ -135,9 +135,7 @@ static int dnfs_flush(struct backend *b)
 /* NFSv3 cannot deallocate (nfs.h says why not zeros).  Worker thread. */
 static int dnfs_discard(struct backend *b, uint64_t pos, uint64_t len)
 {
-	struct dnfs *d = b->priv;
-
-	return d->rdonly ? -EROFS : -EOPNOTSUPP;
+	return -EOPNOTSUPP;
 }
 
 /* Commit, then SETATTR the size.  Worker thread, nothing in flight. */
@@ -148,8 +146,6 @@ static int dnfs_resize(struct backend *b, uint64_t size)
 	struct dnfs_ctl trunc = { .kind = DNFS_CTL_TRUNCATE, .size = size };
 	int ret;
 
-	if (d->rdonly)
-		return -EROFS;
 	if (size > (uint64_t)INT64_MAX)
 		return -EFBIG;
 	ret = dnfs_ctl_run(d, &flush);

@@ -46,6 +46,7 @@
 #ifndef DIOLOOP_NFS_INT_H
 #define DIOLOOP_NFS_INT_H
 
+#include <errno.h>
 #include <glib.h>
 #include <nfsc/libnfs.h>
 #include <nfsc/libnfs-raw.h>
@@ -87,8 +88,6 @@ void dnfs_url_clear(struct dnfs_url *u);
  * NULL with the line in *error (NULL: logged) when it cannot be made. */
 struct nfs_context *dnfs_context_new(const struct dnfs_url *u,
 				     GError **error);
-/* Text of an NFSv3 status, e.g. "NFS3ERR_NOSPC". */
-const char *dnfs_nfsstat_str(int status);
 
 enum dnfs_state {
 	DNFS_DOWN,
@@ -257,5 +256,38 @@ void dnfs_fail_all(struct dnfs *d, int err);
 void dnfs_ready(struct dnfs *d);
 bool dnfs_has_work(struct dnfs *d);
 void dnfs_free_pieces(struct dnfs *d);
+/* io.c, for commit.c and deadline.c (service thread). */
+void dnfs_set_retained(struct dnfs *d, int64_t delta);
+void dnfs_piece_free(struct dnfs *d, struct dnfs_piece *p);
+void dnfs_req_complete(struct dnfs *d, struct dnfs_req *req);
+bool dnfs_status_reconnects(int status);
+void dnfs_ctl_done(struct dnfs *d, struct dnfs_ctl *ctl, int err);
+void dnfs_send(struct dnfs *d, struct dnfs_piece *p, GQueue *from);
+
+/* commit.c: COMMIT rounds and resends after a verifier change. */
+void dnfs_issue_resends(struct dnfs *d);
+void dnfs_maybe_commit(struct dnfs *d);
+
+/* Monotonic time in microseconds. */
+static inline int64_t dnfs_now(void)
+{
+	return g_get_monotonic_time();
+}
+
+/* The RPC context of the connection. */
+static inline struct rpc_context *dnfs_rpc(struct dnfs *d)
+{
+	return nfs_get_rpc_context(d->nfs);
+}
+
+/* An NFSv3 status as -errno. */
+static inline int dnfs_errno(int status)
+{
+	int err = nfsstat3_to_errno(status);
+
+	if (err > 0)
+		err = -err;
+	return err ? err : -EIO;
+}
 
 #endif

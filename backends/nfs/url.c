@@ -253,26 +253,3 @@ struct nfs_context *dnfs_context_new(const struct dnfs_url *u, GError **error)
 	rpc_set_next_xid(nfs_get_rpc_context(nfs), g_random_int());
 	return nfs;
 }
-
-const char *dnfs_nfsstat_str(int status)
-{
-	switch (status) {
-	case NFS3_OK: return "NFS3_OK";
-	case NFS3ERR_PERM: return "NFS3ERR_PERM";
-	case NFS3ERR_NOENT: return "NFS3ERR_NOENT";
-	case NFS3ERR_IO: return "NFS3ERR_IO";
-	case NFS3ERR_ACCES: return "NFS3ERR_ACCES";
-	case NFS3ERR_EXIST: return "NFS3ERR_EXIST";
-	case NFS3ERR_ISDIR: return "NFS3ERR_ISDIR";
-	case NFS3ERR_INVAL: return "NFS3ERR_INVAL";
-	case NFS3ERR_FBIG: return "NFS3ERR_FBIG";
-	case NFS3ERR_NOSPC: return "NFS3ERR_NOSPC";
-	case NFS3ERR_ROFS: return "NFS3ERR_ROFS";
-	case NFS3ERR_DQUOT: return "NFS3ERR_DQUOT";
-	case NFS3ERR_STALE: return "NFS3ERR_STALE";
-	case NFS3ERR_BADHANDLE: return "NFS3ERR_BADHANDLE";
-	case NFS3ERR_SERVERFAULT: return "NFS3ERR_SERVERFAULT";
-	case NFS3ERR_JUKEBOX: return "NFS3ERR_JUKEBOX";
-	default: return "NFS3ERR_?";
-	}
-}

@@ -59,6 +59,7 @@ struct mem {
 
 	GMutex stats_lock;
 	struct mem_backend_stats stats;	/* by stats_lock */
+	struct dio_engine dio;		/* the engine's locks and counters */
 };
 
 static uint64_t mem_phys_block(const struct mem *m, uint64_t lblock)
@@ -245,6 +246,17 @@ static unsigned int mem_log2(uint64_t v)
 static gpointer mem_worker(gpointer data);
 static void mem_stop_workers(struct mem *m);
 
+/* Free what open set up (the workers are stopped). */
+static void mem_free(struct mem *m)
+{
+	g_free(m->store);
+	g_free(m->bits);
+	g_rw_lock_clear(&m->lock);
+	g_mutex_clear(&m->stats_lock);
+	dio_engine_clear(&m->dio);
+	g_free(m);
+}
+
 /* Open: parse the options, allocate the store.  Control thread. */
 static int mem_open(struct backend *b, const struct backend_open_args *args)
 {
@@ -256,6 +268,7 @@ static int mem_open(struct backend *b, const struct backend_open_args *args)
 	if (ret < 0)
 		return ret;
 	m = g_new0(struct mem, 1);
+	dio_engine_init(&m->dio);
 	g_rw_lock_init(&m->lock);
 	g_mutex_init(&m->stats_lock);
 	m->blkbits = mem_log2(o.block);
@@ -302,11 +315,7 @@ static int mem_open(struct backend *b, const struct backend_open_args *args)
 out_stop_workers:
 	mem_stop_workers(m);
 out_free:
-	g_free(m->store);
-	g_free(m->bits);
-	g_rw_lock_clear(&m->lock);
-	g_mutex_clear(&m->stats_lock);
-	g_free(m);
+	mem_free(m);
 	return ret;
 }
 
@@ -316,11 +325,7 @@ static void mem_close(struct backend *b)
 	struct mem *m = b->priv;
 
 	mem_stop_workers(m);
-	g_free(m->store);
-	g_free(m->bits);
-	g_rw_lock_clear(&m->lock);
-	g_mutex_clear(&m->stats_lock);
-	g_free(m);
+	mem_free(m);
 	b->priv = NULL;
 }
 
@@ -528,6 +533,7 @@ static ssize_t mem_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 	size_t count = iov_iter_count(iocb->ki_iter);
 	uint64_t pos = iocb->ki_pos;
 	struct dio_params p = {
+		.engine = &m->dio,
 		.blkbits = m->blkbits,
 		.dev_blkbits = m->alignbits,
 		.get_block = mem_get_block,
@@ -625,6 +631,7 @@ static int mem_info(struct backend *b, struct backend_info *info)
 	info->size = m->size;
 	info->allocated = n << m->blkbits;
 	g_rw_lock_reader_unlock(&m->lock);
+	dio_engine_get_stats(&m->dio, info);
 	return 0;
 }
 

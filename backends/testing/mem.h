@@ -40,7 +40,7 @@
 extern const struct backend_ops mem_backend_ops;
 
 /* What the store saw, counted in submit_io (the engine's own counters are
- * in b->dio_stats). */
+ * in backend_info's engine). */
 struct mem_backend_stats {
 	uint64_t submits;	/* submit_io calls */
 	uint64_t ios;		/* struct dio_io's carried out */
