@@ -105,6 +105,15 @@ enum backend_open_flags {
 	BACKEND_OPEN_CONTAINER_RW = 1 << 3,
 };
 
+/* Formats over stores: a format (cow) keeps its container on a store
+ * backend opened with this flag. */
+enum {
+	/* The bytes of a container whose size and crash safety the format
+	 * keeps itself: no image sidecars (raw: no orphan record).  Only
+	 * resize changes the size; writes past it fail with -ENOSPC. */
+	BACKEND_OPEN_STORE = 1 << 4,
+};
+
 struct dioloop_aio;
 struct backend;
 

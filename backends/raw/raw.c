@@ -848,12 +848,16 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 	ret = raw_set_limits(r, &st);
 	if (ret < 0)
 		goto out_free;
-	ret = orphan_init(&r->orphan, b->path, args->file, r->fd);
-	if (ret < 0)
-		goto out_free;
-	ret = orphan_recover(&r->orphan, r->fd, r->rdonly, &limit);
-	if (ret < 0)
-		goto out_free;
+	/* A format's store: the format keeps the size (backend.h). */
+	limit = UINT64_MAX;
+	if (!(args->flags & BACKEND_OPEN_STORE)) {
+		ret = orphan_init(&r->orphan, b->path, args->file, r->fd);
+		if (ret < 0)
+			goto out_free;
+		ret = orphan_recover(&r->orphan, r->fd, r->rdonly, &limit);
+		if (ret < 0)
+			goto out_free;
+	}
 	if (fstat(r->fd, &st) < 0) {
 		ret = -errno;
 		goto out_free;
