@@ -248,6 +248,8 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 	if (fs->remote) {
 		names = g_ptr_array_new_with_free_func(g_free);
 		dioloop_remote_names(fs->remote, names);
+		/* Remote cow images have volumes too. */
+		dioloop_volumes_add_names(fs, names);
 		fi->fh = (uint64_t)(uintptr_t)names;
 		fuse_reply_open(req, fi);
 		return;
