@@ -57,9 +57,11 @@ bool cow_store_is_local(const struct backend_open_args *args)
 }
 
 /* Describe iov (n entries) as bio_vecs, split at page boundaries, into
- * *bv (g_new'd).  The number of bio_vecs. */
+ * *bv: inline (room for nr_inline) when they fit, else g_new'd.  The
+ * number of bio_vecs. */
 static unsigned int iov_to_bvec(const struct iovec *iov, int n,
-				struct bio_vec **bv)
+				struct bio_vec *inline_bv,
+				unsigned int nr_inline, struct bio_vec **bv)
 {
 	unsigned int nr = 0, cap = 0;
 	int i;
@@ -71,7 +73,7 @@ static unsigned int iov_to_bvec(const struct iovec *iov, int n,
 				       iov[i].iov_len + DIOLOOP_PAGE_SIZE - 1) /
 				      DIOLOOP_PAGE_SIZE);
 	}
-	*bv = g_new(struct bio_vec, MAX(cap, 1u));
+	*bv = cap <= nr_inline ? inline_bv : g_new(struct bio_vec, cap);
 	for (i = 0; i < n; i++) {
 		uintptr_t a = (uintptr_t)iov[i].iov_base;
 		size_t left = iov[i].iov_len;
@@ -92,11 +94,15 @@ static unsigned int iov_to_bvec(const struct iovec *iov, int n,
 	return nr;
 }
 
+/* bio_vecs kept inside a store I/O: most I/Os are a few blocks. */
+#define STORE_INLINE_BVECS 8u
+
 /* One asynchronous store I/O. */
 struct store_io {
 	struct kiocb iocb;
 	struct iov_iter iter;
-	struct bio_vec *bv;
+	struct bio_vec *bv;		/* inline_bv, or g_new'd */
+	struct bio_vec inline_bv[STORE_INLINE_BVECS];
 	cow_store_done_t done;
 	void *opaque;
 };
@@ -108,7 +114,8 @@ static void store_io_complete(struct kiocb *iocb, ssize_t res)
 	cow_store_done_t done = sio->done;
 	void *opaque = sio->opaque;
 
-	g_free(sio->bv);
+	if (sio->bv != sio->inline_bv)
+		g_free(sio->bv);
 	g_free(sio);
 	done(opaque, res);
 }
@@ -118,7 +125,8 @@ void cow_store_submit(struct backend *store, bool write,
 		      cow_store_done_t done, void *opaque)
 {
 	struct store_io *sio = g_new0(struct store_io, 1);
-	unsigned int nr = iov_to_bvec(iov, n, &sio->bv);
+	unsigned int nr = iov_to_bvec(iov, n, sio->inline_bv,
+				      STORE_INLINE_BVECS, &sio->bv);
 	ssize_t res;
 
 	sio->done = done;
@@ -147,7 +155,7 @@ ssize_t cow_store_rw(struct backend *store, bool write, void *buf,
 			       (size_t)STORE_SYNC_PAGES * DIOLOOP_PAGE_SIZE);
 		struct iovec iov = { (char *)buf + done, n };
 		struct bio_vec *bv;
-		unsigned int nr = iov_to_bvec(&iov, 1, &bv);
+		unsigned int nr = iov_to_bvec(&iov, 1, NULL, 0, &bv);
 		struct iov_iter iter;
 		struct kiocb iocb = {
 			.ki_rw = write ? DIOLOOP_WRITE : DIOLOOP_READ,
