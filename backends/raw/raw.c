@@ -112,6 +112,7 @@ struct raw {
 	struct backend *b;
 	int fd;
 	bool rdonly, growable, sync;
+	bool store;			/* BACKEND_OPEN_STORE (backend.h) */
 	unsigned int ra;		/* request_alignment */
 	unsigned int blkbits, dev_blkbits;
 	uint64_t block_size;
@@ -301,7 +302,8 @@ static int raw_get_block(struct backend *b, void *map_private, uint64_t pos,
 
 	map->fd = r->fd;
 	map->phys = pos;
-	if (create) {
+	/* A format's store: the format maps its own holes; no lseek. */
+	if (create || r->store) {
 		map->len = len;
 		map->hole = false;
 		return 0;
@@ -818,6 +820,7 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 	r->rdonly = args->flags & BACKEND_OPEN_RDONLY;
 	r->growable = args->flags & BACKEND_OPEN_GROWABLE;
 	r->sync = args->flags & BACKEND_OPEN_SYNC;
+	r->store = args->flags & BACKEND_OPEN_STORE;
 	g_mutex_init(&r->flush_lock);
 	g_mutex_init(&r->ext.lock);
 	g_cond_init(&r->ext.cond);
@@ -850,7 +853,7 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 		goto out_free;
 	/* A format's store: the format keeps the size (backend.h). */
 	limit = UINT64_MAX;
-	if (!(args->flags & BACKEND_OPEN_STORE)) {
+	if (!r->store) {
 		ret = orphan_init(&r->orphan, b->path, args->file, r->fd);
 		if (ret < 0)
 			goto out_free;
