@@ -11,7 +11,9 @@
 #  - a snapshot through the ctl file: the node IMAGE@NAME is listed,
 #    read-only, and its file system checks clean and holds the files;
 #  - scrub of the mounted image reads every block through the store: no
-#    bad block;
+#    bad block; a block corrupted in the exported file is found by scrub
+#    (volume, logical and physical block) and reads as EIO through the
+#    node until it is overwritten;
 #  - after unmount, the exported file checks clean (`dioloop check` and
 #    the cow library) and still has both volumes.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -98,7 +100,25 @@ expect_ctl "scrub of the remote cow image: every block read back, none bad" \
 	"scrubbed [1-9][0-9]* blocks, 0 bad" scrub disk.cow
 
 detach_loop "$LOOP"
+
+it_log "---- a corrupt block on the server: scrub finds it, a read gives EIO"
+LBN=20000
+expect_io "write logical block $LBN of the node (seed 1)" "ok 4096" \
+	pwrite "$NODE" $((LBN * 4096)) 4096 1
+expect_io "fsync of the node (a commit)" "ok" fsync "$NODE"
+pbn=$("$DIOLOOP_COW_TOOL" pbn "$IMAGES/disk.cow" - $LBN)
+expect_match "logical block $LBN has a physical block in the exported file" '[1-9][0-9]*' "$pbn"
+must "corrupt physical block $pbn in the exported file" \
+	dd if=/dev/urandom of="$IMAGES/disk.cow" bs=1 count=16 seek=$((pbn * 4096 + 1000)) \
+	conv=notrunc,fsync status=none
+expect_ctl "scrub through the nfs store finds the corrupt block" \
+	"scrubbed [0-9]+ blocks, 1 bad bad .* $LBN $pbn checksum" scrub disk.cow
+expect_io "reading the corrupt block through the node: EIO" "err EIO" \
+	pread "$NODE" $((LBN * 4096)) 4096
+expect_io "overwrite the corrupt block (seed 2)" "ok 4096" pwrite "$NODE" $((LBN * 4096)) 4096 2
 expect_io "fsync of the node" "ok" fsync "$NODE"
+expect_io "the block reads back what was written" "ok same" check "$NODE" $((LBN * 4096)) 4096 2
+expect_ctl "scrub after the overwrite: none bad" "scrubbed [1-9][0-9]* blocks, 0 bad" scrub disk.cow
 dioloop_umount "$MNT"
 daemon_wait "$DAEMON_PID"
 [[ $DAEMON_STATUS == running ]] && { wait_gone "$DAEMON_PID" 30; daemon_wait "$DAEMON_PID"; }
