@@ -109,6 +109,15 @@ enum backend_open_flags {
 	BACKEND_OPEN_CONTAINER_RW = 1 << 3,
 };
 
+/* Formats over stores: a format (cow) keeps its container on a store
+ * backend opened with this flag. */
+enum {
+	/* The bytes of a container whose size and crash safety the format
+	 * keeps itself: no image sidecars (raw: no orphan record).  Only
+	 * resize changes the size; writes past it fail with -ENOSPC. */
+	BACKEND_OPEN_STORE = 1 << 4,
+};
+
 struct dioloop_aio;
 struct backend;
 
@@ -148,7 +157,9 @@ struct backend_probe_args {
 	const char *path;		/* the image's name, for messages */
 	int fd;				/* the image, any access mode (O_PATH
 					 * too): probe reads through a new open
-					 * of the same inode */
+					 * of the same inode; -1 for a URL (a
+					 * format then reads path through the
+					 * backend of its protocol) */
 };
 
 /* What create makes. */

@@ -155,12 +155,12 @@ const struct backend_ops *backend_for_url(const char *url, GError **error)
 	return NULL;
 }
 
-/* The valid table with the highest probe score for the file fd; "raw"'s
- * name when none answers. */
-static const char *backend_probe_fd(const char *path, int fd)
+/* The valid table with the highest probe score for the file fd (-1: the
+ * URL path); NULL when none answers. */
+static const char *backend_probe_best(const char *path, int fd)
 {
 	struct backend_probe_args p = { .path = path, .fd = fd };
-	const char *best = "raw";
+	const char *best = NULL;
 	int best_score = 0;
 	size_t i;
 
@@ -180,7 +180,7 @@ static const char *backend_probe_fd(const char *path, int fd)
 }
 
 /* The backend for an image path (backend.h).  Any thread (reads the
- * file's first blocks). */
+ * file's first blocks; a URL's through its protocol's backend). */
 const char *backend_probe(const char *path)
 {
 	const struct backend_ops *ops;
@@ -191,23 +191,31 @@ const char *backend_probe(const char *path)
 		g_autoptr(GError) unknown = NULL;
 
 		ops = backend_for_url(path, &unknown);
-		return ops ? ops->name : NULL;
+		if (!ops)
+			return NULL;
+		/* A format kept on the protocol's store (cow on NFS), else
+		 * the protocol's own image. */
+		type = backend_probe_best(path, -1);
+		return type ? type : ops->name;
 	}
 	fd = open(path, O_PATH | O_CLOEXEC);
 	if (fd < 0)
 		return "raw";
-	type = backend_probe_fd(path, fd);
+	type = backend_probe_best(path, fd);
 	close(fd);
-	return type;
+	return type ? type : "raw";
 }
 
 /* backend_probe for open args: the file the caller opened, when given.
  * Any thread. */
 const char *backend_probe_args(const struct backend_open_args *args)
 {
+	const char *type;
+
 	if (!args->file)
 		return backend_probe(args->path);
-	return backend_probe_fd(args->path, args->file->fd);
+	type = backend_probe_best(args->path, args->file->fd);
+	return type ? type : "raw";
 }
 
 int backend_check_url(const char *url, bool want_file, GError **error)

@@ -133,6 +133,32 @@ int dioloop_image_lock_get(struct dioloop_fs *fs, const char *name,
 	return ret;
 }
 
+/*
+ * A remote image's entry in the lock table: no local lock (fd -1: the
+ * server's locks are not ours to see), only the per-image state its nodes
+ * share (a cow container's scrub).  Shared by name.  Cannot fail.
+ */
+static struct dioloop_image_lock *dioloop_remote_lock_get(struct dioloop_fs *fs,
+							 const char *name)
+{
+	g_autofree char *key = g_strdup_printf("remote:%s", name);
+	struct dioloop_image_lock *l;
+
+	g_mutex_lock(&fs->lock);
+	l = g_hash_table_lookup(fs->image_locks, key);
+	if (l) {
+		l->refs++;
+	} else {
+		l = g_new0(struct dioloop_image_lock, 1);
+		l->key = g_steal_pointer(&key);
+		l->fd = -1;
+		l->refs = 1;
+		g_hash_table_insert(fs->image_locks, l->key, l);
+	}
+	g_mutex_unlock(&fs->lock);
+	return l;
+}
+
 void dioloop_image_lock_put(struct dioloop_fs *fs,
 			    struct dioloop_image_lock *l)
 {
@@ -144,7 +170,8 @@ void dioloop_image_lock_put(struct dioloop_fs *fs,
 	last = --l->refs == 0;
 	if (last) {
 		g_hash_table_remove(fs->image_locks, l->key);
-		close(l->fd);
+		if (l->fd >= 0)
+			close(l->fd);
 	}
 	g_mutex_unlock(&fs->lock);
 	if (!last)
@@ -265,7 +292,8 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 		args.file = &file;
 	}
 	/* By content, for a volume too: its image is one whose backend has
-	 * volumes (dioloop_volume_check found the volume there). */
+	 * volumes (dioloop_volume_check found the volume there); a URL's
+	 * format is read through its protocol's backend. */
 	type = backend_probe_args(&args);
 	args.flags = (*readonly ? BACKEND_OPEN_RDONLY : 0) |
 		     (fs->opts.growable ? BACKEND_OPEN_GROWABLE : 0) |
@@ -286,6 +314,11 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 	if (src->snapshot || (image->flags & BACKEND_OPEN_RDONLY))
 		*readonly = true;
 	*cow = backend_has_volumes(image);
+	/* A remote image with volumes: its nodes share a lock entry,
+	 * without a lock (a local lock cannot see other machines); the
+	 * scrub state of its container lives there. */
+	if (fs->remote && *cow)
+		*lock = dioloop_remote_lock_get(fs, src->image);
 	if (*cow && fs->opts.commit_ms >= 0)
 		backend_volume_set_commit_interval(
 			image, (unsigned int)fs->opts.commit_ms, NULL);
@@ -344,9 +377,7 @@ static int dioloop_node_resolve(struct dioloop_fs *fs, const char *name,
 	src->image = name;
 	src->volume = NULL;
 	src->snapshot = false;
-	/* Remote images are raw: no volumes. */
-	if (ret != -ENOENT || fs->remote ||
-	    !dioloop_volume_split(name, image, volume))
+	if (ret != -ENOENT || !dioloop_volume_split(name, image, volume))
 		return ret;
 	ret = dioloop_check_image(fs, *image, &src->served);
 	if (ret < 0) {

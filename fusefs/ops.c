@@ -250,12 +250,8 @@ static void dioloop_op_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	if (fs->remote) {
-		fi->fh = (uint64_t)(uintptr_t)names;
-		fuse_reply_open(req, fi);
-		return;
-	}
-	/* And the other volumes of cow images, as IMAGE@VOLUME. */
+	/* And the other volumes of images that have them (local or remote),
+	 * as IMAGE@VOLUME. */
 	dioloop_volumes_add_names(fs, names);
 	fi->fh = (uint64_t)(uintptr_t)names;
 	fuse_reply_open(req, fi);

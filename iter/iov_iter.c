@@ -299,3 +299,11 @@ size_t iov_iter_zero(struct iov_iter *i, size_t bytes)
 	return done;
 }
 
+size_t bvec_length(const struct bio_vec *bvec, unsigned long nr_segs)
+{
+	size_t len = 0;
+
+	while (nr_segs--)
+		len += (bvec++)->bv_len;
+	return len;
+}

@@ -120,4 +120,7 @@ size_t iov_iter_copy_from_buf(struct iov_iter *i, const void *buf,
 /* Fill the next bytes of the iterator with zeros, advancing it. */
 size_t iov_iter_zero(struct iov_iter *i, size_t bytes);
 
+/* Total length of an array of bio_vecs (bio.h's bvec_length()). */
+size_t bvec_length(const struct bio_vec *bvec, unsigned long nr_segs);
+
 #endif

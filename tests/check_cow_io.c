@@ -440,6 +440,34 @@ static void fail_commit_hook(enum cow_test_point point)
 	}
 }
 
+/* The descriptor of this process open read-write on path, or -1. */
+static int writable_fd_of(const char *path)
+{
+	g_autofree char *want = realpath(path, NULL);
+	GDir *dir = g_dir_open("/proc/self/fd", 0, NULL);
+	const char *name;
+	int found = -1;
+
+	while (dir && want && (name = g_dir_read_name(dir))) {
+		g_autofree char *link = g_strdup_printf("/proc/self/fd/%s", name);
+		g_autofree char *info = g_strdup_printf("/proc/self/fdinfo/%s",
+							name);
+		g_autofree char *target = g_file_read_link(link, NULL);
+		g_autofree char *text = NULL;
+		const char *flags;
+
+		if (!target || strcmp(target, want) ||
+		    !g_file_get_contents(info, &text, NULL, NULL))
+			continue;
+		flags = strstr(text, "flags:");
+		if (flags && (strtoul(flags + 6, NULL, 8) & O_ACCMODE) == O_RDWR)
+			found = atoi(name);
+	}
+	if (dir)
+		g_dir_close(dir);
+	return found;
+}
+
 START_TEST(test_cow_failed_commit_stops_writes_and_keeps_last_generation)
 {
 	char *path = cow_test_image(4 * MiB, 0);
@@ -453,9 +481,9 @@ START_TEST(test_cow_failed_commit_stops_writes_and_keeps_last_generation)
 	gen = cow_test_stats(b).generation;
 	memset(c, 0xc, sizeof(c));
 	cow_test_write(b, c, 4096, 0, NULL);
-	/* White box: the container's descriptor. */
-	fail_fd = ((struct cow_volume *)b->priv)->c->meta.fd;
-	ck_assert_msg(fail_fd >= 0, "found the container's descriptor");
+	/* White box: the store's descriptor (the one open for writing). */
+	fail_fd = writable_fd_of(path);
+	ck_assert_msg(fail_fd >= 0, "found the store's descriptor");
 	cow_test_hook = fail_commit_hook;
 	ck_assert_msg(backend_flush(b) == -EIO,
 		      "a commit whose superblock write fails reports -EIO");

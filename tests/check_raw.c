@@ -1350,6 +1350,41 @@ START_TEST(test_raw_record_on_readonly_open_limits_size)
 }
 END_TEST
 
+/* A format's store (BACKEND_OPEN_STORE): a record named like the
+ * store's would-be sidecar is not raw's to act on, and the store never
+ * makes one; its size changes only by resize. */
+START_TEST(test_raw_store_ignores_and_makes_no_orphan_record)
+{
+	unsigned char rec[ORPHAN_RECORD_LEN];
+	struct img im;
+	char buf[4096];
+
+	img_setup(&im, 128 * KiB, ~0u);
+	encode_record(&im, rec, 64 * KiB);
+	plant_record(&im, rec, sizeof(rec));
+	im.b = open_raw(im.path, BACKEND_OPEN_STORE, NULL);
+	ck_assert_msg(backend_get_size(im.b) == 128 * KiB &&
+		      file_stat(im.path).st_size == 128 * KiB &&
+		      file_exists(im.record),
+		      "a store opens at its file's size and leaves the record alone (size %lld)",
+		      (long long)backend_get_size(im.b));
+	ck_assert_msg(unlink(im.record) == 0, "remove the planted record");
+	memset(buf, 0x5a, sizeof(buf));
+	ck_assert_msg(backend_pwrite(im.b, buf, sizeof(buf), 128 * KiB) == -ENOSPC,
+		      "a store refuses writes past its size");
+	ck_assert_msg(backend_resize(im.b, 256 * KiB) == 0 &&
+		      backend_pwrite(im.b, buf, sizeof(buf), 128 * KiB) ==
+		      (ssize_t)sizeof(buf) && backend_flush(im.b) == 0,
+		      "after a resize the write fits");
+	backend_close(im.b);
+	im.b = NULL;
+	ck_assert_msg(!file_exists(im.record) &&
+		      file_stat(im.path).st_size == 256 * KiB,
+		      "no record was made; the file keeps its size");
+	img_teardown(&im);
+}
+END_TEST
+
 START_TEST(test_raw_rdonly_refuses_writes)
 {
 	struct img im;
@@ -1769,6 +1804,7 @@ static Suite *raw_suite(void)
 	tcase_add_test(extend, test_raw_crash_before_extending_write_completes);
 	tcase_add_test(extend, test_raw_torn_record_is_removed_without_truncating);
 	tcase_add_test(extend, test_raw_record_on_readonly_open_limits_size);
+	tcase_add_test(extend, test_raw_store_ignores_and_makes_no_orphan_record);
 	suite_add_tcase(s, extend);
 
 	tcase_set_timeout(ops, 300);

@@ -11,7 +11,7 @@
  */
 #include "backends/cow/alloc.h"
 
-#include "backends/iorec.h"
+#include "backends/cow/cow_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,8 +57,6 @@ static struct cow_rc_side *side_of(struct cow_node *leaf)
 int cow_alloc_open(struct cow_alloc *a, struct cow_meta *meta,
 		   const struct cow_ptr *root, struct cow_err *err)
 {
-	struct stat st;
-
 	memset(a, 0, sizeof(*a));
 	g_mutex_init(&a->lock);
 	a->meta = meta;
@@ -66,8 +64,7 @@ int cow_alloc_open(struct cow_alloc *a, struct cow_meta *meta,
 	a->rc.free_side = g_free;
 	a->cursor = meta->first_block;
 	g_queue_init(&a->freed);
-	if (fstat(meta->fd, &st) == 0)
-		a->file_blocks = (uint64_t)st.st_size >> COW_BLOCK_SHIFT;
+	a->file_blocks = cow_store_blocks(meta->store);
 	return cow_tree_open(&a->rc, root, err);
 }
 
@@ -208,34 +205,25 @@ static int scan_free(struct cow_alloc *a, uint64_t *remaining, GArray *out,
 }
 
 /*
- * Make the file cover at least nr blocks, and a good deal more: writes
- * past the end of a file are synchronous on some hosts (ext4 waits for
- * extending direct I/O inside io_submit), writes into preallocated space
- * are not.  Best effort: a host without fallocate gets extending writes.
- * Lock held.
+ * Make the store cover at least nr blocks, and a good deal more, so that
+ * the store is resized once per chunk rather than per write (a resize of
+ * a raw store is an ftruncate and an fdatasync).  Writes never reach past
+ * the store's size (BACKEND_OPEN_STORE).  0 or -errno.  Lock held.
  */
-static void preallocate(struct cow_alloc *a, uint64_t nr)
+static int preallocate(struct cow_alloc *a, uint64_t nr)
 {
 	uint64_t chunk = MAX(nr / 8, COW_PREALLOC_MIN);
 	uint64_t end = nr + MIN(chunk, COW_PREALLOC_MAX);
+	int ret;
 
-	if (a->no_prealloc)
-		return;
-	if (fallocate(a->meta->fd, 0, (off_t)(a->file_blocks << COW_BLOCK_SHIFT),
-		      (off_t)((end - a->file_blocks) << COW_BLOCK_SHIFT)) < 0) {
-		/* EOPNOTSUPP: never again; ENOSPC: the writes will say. */
-		if (errno == EOPNOTSUPP)
-			a->no_prealloc = true;
-		return;
-	}
-	if (dioloop_iorec_get()) {
-		struct stat st;
-
-		if (fstat(a->meta->fd, &st) == 0)
-			dioloop_iorec_truncate(a->meta->fd,
-					       (uint64_t)st.st_size);
-	}
+	a->file_blocks = MAX(a->file_blocks, cow_store_blocks(a->meta->store));
+	if (a->file_blocks >= nr)
+		return 0;
+	ret = backend_resize(a->meta->store, end << COW_BLOCK_SHIFT);
+	if (ret < 0)
+		return ret;
 	a->file_blocks = end;
+	return 0;
 }
 
 /* Grow the container by n blocks at its end, marked busy.  Lock held
@@ -252,10 +240,17 @@ static int take_tail(struct cow_alloc *a, uint64_t n, GArray *out,
 			(unsigned long long)pbn);
 		return -ENOSPC;
 	}
+	if (pbn + n > a->file_blocks) {
+		ret = preallocate(a, pbn + n);
+		if (ret < 0) {
+			cow_bad(err, "growing the container to %llu blocks: %s",
+				(unsigned long long)(pbn + n),
+				g_strerror(-ret));
+			return ret;
+		}
+	}
 	a->meta->nr_blocks = pbn + n;
 	a->rc.key_limit = pbn + n;
-	if (pbn + n > a->file_blocks)
-		preallocate(a, pbn + n);
 	g_array_append_val(out, ((struct cow_extent){ pbn, n }));
 	for (k = pbn; k < pbn + n; k++) {
 		unsigned int i;

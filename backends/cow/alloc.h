@@ -68,8 +68,7 @@ struct cow_alloc {
 	bool reuse_allowed;		/* the first commit after open is durable */
 	bool scan_empty;		/* a full scan found nothing to reuse */
 	GQueue freed;			/* struct cow_freed, by generation */
-	uint64_t file_blocks;		/* the file covers this many blocks */
-	bool no_prealloc;		/* the host has no fallocate */
+	uint64_t file_blocks;		/* the store covers this many blocks */
 	uint64_t nr_busy, nr_pinned;
 };
 

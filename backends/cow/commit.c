@@ -2,8 +2,8 @@
 /*
  * Transactions (FORMAT.md section 7): seal the open transaction, move
  * dirty pages to new blocks, apply reference changes, write the pages,
- * fdatasync, write the other superblock, fdatasync.  And the thread that
- * commits every few seconds.
+ * flush the store, write the other superblock, flush the store.  And the
+ * thread that commits every few seconds.
  *
  * A failure after the seal leaves memory ahead of the disk, so the image
  * is marked failed: writes and flushes return -EIO until it is reopened,
@@ -15,12 +15,9 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "backends/iorec.h"
 
 /* Blocks reserved for the map and volume pages of one commit. */
 struct page_pool {
@@ -362,35 +359,6 @@ static gint wpage_cmp(gconstpointer a, gconstpointer b)
 	return x->pbn < y->pbn ? -1 : x->pbn > y->pbn;
 }
 
-/* pwritev all of iov at off: 0 or -errno (a short write is -ENOSPC). */
-static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
-{
-	while (n > 0) {
-		ssize_t w = pwritev(fd, iov, n, off);
-		int e = errno;
-
-		dioloop_iorec_write(fd, iov, n, (uint64_t)off, w < 0 ? -e : w);
-		errno = e;
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		if (w == 0)
-			return -ENOSPC;
-		off += w;
-		while (n > 0 && (size_t)w >= iov->iov_len) {
-			w -= (ssize_t)iov->iov_len;
-			iov++;
-			n--;
-		}
-		if (n > 0) {
-			iov->iov_base = (char *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
-		}
-	}
-	return 0;
-}
-
 /* Write the pages, sorted, in runs of adjacent blocks. */
 static int write_pages(struct cow_container *c, GArray *pages)
 {
@@ -411,8 +379,8 @@ static int write_pages(struct cow_container *c, GArray *pages)
 				break;
 			iov[n] = (struct iovec){ x->buf, COW_BLOCK_SIZE };
 		}
-		ret = pwritev_all(c->meta.fd, iov, n,
-				  (off_t)(w->pbn << COW_BLOCK_SHIFT));
+		ret = cow_store_write_iov(c->meta.store, iov, n,
+					  w->pbn << COW_BLOCK_SHIFT);
 		i = j;
 	}
 	g_free(iov);
@@ -428,34 +396,28 @@ static void free_pages(GArray *pages)
 	g_array_free(pages, TRUE);
 }
 
-/* Make the file at least nr_blocks long (unreferenced tail blocks may
+/* Make the store at least nr_blocks long (unreferenced tail blocks may
  * never have been written).  commit_lock held. */
 static int cover_file(struct cow_container *c, uint64_t nr_blocks)
 {
-	struct stat st;
+	int ret;
 
 	if (c->file_blocks >= nr_blocks)
 		return 0;
 	/* Preallocation (alloc.c) may have made it longer: never shrink. */
-	if (fstat(c->meta.fd, &st) < 0)
-		return -errno;
-	c->file_blocks = (uint64_t)st.st_size >> COW_BLOCK_SHIFT;
+	c->file_blocks = cow_store_blocks(c->meta.store);
 	if (c->file_blocks >= nr_blocks)
 		return 0;
-	if (ftruncate(c->meta.fd, (off_t)(nr_blocks << COW_BLOCK_SHIFT)) < 0)
-		return -errno;
-	dioloop_iorec_truncate(c->meta.fd, nr_blocks << COW_BLOCK_SHIFT);
+	ret = backend_resize(c->meta.store, nr_blocks << COW_BLOCK_SHIFT);
+	if (ret < 0)
+		return ret;
 	c->file_blocks = nr_blocks;
 	return 0;
 }
 
 static int sync_file(struct cow_container *c)
 {
-	uint64_t token = dioloop_iorec_flush_begin(c->meta.fd);
-	int ret = fdatasync(c->meta.fd) < 0 ? -errno : 0;
-
-	dioloop_iorec_flush_end(c->meta.fd, token, ret);
-	return ret;
+	return backend_flush(c->meta.store);
 }
 
 /* Write sb into its slot (generation % 2). */
@@ -466,8 +428,8 @@ static int write_superblock(struct cow_container *c, const struct cow_sb *sb)
 	int ret;
 
 	cow_sb_encode(sb, blk);
-	ret = pwritev_all(c->meta.fd, &iov, 1,
-			  (off_t)((uint64_t)sb->slot << COW_BLOCK_SHIFT));
+	ret = cow_store_write_iov(c->meta.store, &iov, 1,
+				  (uint64_t)sb->slot << COW_BLOCK_SHIFT);
 	free(blk);
 	return ret;
 }

@@ -16,7 +16,7 @@
  *     checksums are computed over exactly the memory being written - the
  *     request's pool pages or the engine's bounce buffer, the daemon's own
  *     copy that nothing else changes (the article's stable pages) - then
- *     the I/Os go to libaio;
+ *     the I/Os go to the container's store (store.c);
  *  4. when an I/O completes, a read's blocks are verified (a mismatch
  *     fails the request with -EIO, is counted and logged with both
  *     addresses), a write's new mappings are installed in the map before
@@ -27,7 +27,7 @@
  * semantics: the range is undefined after a failed write).
  *
  * Threads: direct_IO_bvec on any thread (it may read map or refcount
- * pages: see cow_int.h); I/O completions on the aio completion thread
+ * pages: see cow_int.h); I/O completions on the store's completion thread
  * (no I/O there: the leaves are pinned and loaded); flush, discard,
  * write_zeroes, map, resize, info on worker threads.
  */
@@ -59,9 +59,8 @@ struct cow_req {
 	GArray *reads;			/* pbns registered by reads */
 };
 
-/* One I/O on its way through libaio. */
-struct cow_aio {
-	struct dioloop_aio_req req;
+/* One I/O on its way through the store. */
+struct cow_io {
 	struct dio_io *io;
 	struct cow_volume *v;
 };
@@ -303,7 +302,7 @@ static int cow_get_block(struct backend *b, void *map_private, uint64_t pos,
 
 	g_assert(!(pos & (COW_BLOCK_SIZE - 1)) && lbn >= req->first_lbn &&
 		 lbn + nb <= req->first_lbn + req->nr_lbn);
-	map->fd = req->v->c->meta.fd;
+	map->fd = -1;			/* our submit_io: the store */
 	if (create)
 		return get_block_write(req, lbn, nb, map);
 	return get_block_read(req, lbn, nb, map);
@@ -391,15 +390,15 @@ static void install_write(struct cow_volume *v, struct dio_io *io)
 		cow_committer_kick(c);
 }
 
-/* An I/O completed (aio completion thread). */
-static void cow_io_done(struct dioloop_aio_req *areq, long res)
+/* An I/O completed (the store's completion thread, or inline). */
+static void cow_io_done(void *opaque, ssize_t res)
 {
-	struct cow_aio *ca = container_of(areq, struct cow_aio, req);
-	struct dio_io *io = ca->io;
-	struct cow_volume *v = ca->v;
+	struct cow_io *ci = opaque;
+	struct dio_io *io = ci->io;
+	struct cow_volume *v = ci->v;
 	struct cow_container *c = v->c;
 
-	g_free(ca);
+	g_free(ci);
 	if (res == (long)io->len) {
 		if (!io->write) {
 			res = verify_read(v, io);
@@ -420,17 +419,16 @@ static void cow_io_done(struct dioloop_aio_req *areq, long res)
 	dio_io_complete(io, res);
 }
 
-/* submit_io for the engine: checksum writes, then libaio. */
+/* submit_io for the engine: checksum writes, then the store. */
 static void cow_submit_io(struct backend *b, struct dio_io **ios, int n)
 {
 	struct cow_volume *v = b->priv;
 	struct cow_container *c = v->c;
-	struct dioloop_aio_req **reqs = g_newa(struct dioloop_aio_req *, n);
 	int i;
 
 	for (i = 0; i < n; i++) {
 		struct dio_io *io = ios[i];
-		struct cow_aio *ca = g_new0(struct cow_aio, 1);
+		struct cow_io *ci = g_new0(struct cow_io, 1);
 
 		if (io->write) {
 			uint64_t nb = io->len >> COW_BLOCK_SHIFT;
@@ -451,13 +449,11 @@ static void cow_submit_io(struct backend *b, struct dio_io **ios, int n)
 			g_mutex_unlock(&c->inflight_lock);
 			g_free(csum);
 		}
-		ca->io = io;
-		ca->v = v;
-		dioloop_aio_prep_rw(&ca->req, io->write, io->fd, io->iov,
-				    io->nr_iov, (off_t)io->phys, cow_io_done);
-		reqs[i] = &ca->req;
+		ci->io = io;
+		ci->v = v;
+		cow_store_submit(c->meta.store, io->write, io->iov, io->nr_iov,
+				 io->phys, cow_io_done, ci);
 	}
-	dioloop_aio_submit(b->aio, reqs, n);
 }
 
 /* end_io for the engine: release what the request held. */

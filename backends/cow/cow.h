@@ -26,6 +26,9 @@ extern const struct backend_ops cow_backend_ops;
 bool cow_is_image(const char *path);
 /* The same for an open file descriptor (O_PATH too). */
 bool cow_is_image_fd(int fd);
+/* The same for an image behind a URL (nfs://...), read through its store
+ * backend (store.c). */
+bool cow_is_image_url(const char *url);
 
 struct cow_stats {
 	uint64_t generation;		/* last durable commit */

@@ -50,6 +50,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "backends/backend.h"
 #include "backends/dio.h"
@@ -89,8 +90,10 @@ struct cow_container {
 	ino_t ino;
 	unsigned int users;		/* open volumes */
 
-	struct cow_meta meta;
+	struct cow_meta meta;		/* meta.store: the container's bytes */
 	char *path;			/* meta.path */
+	int lock_fd;			/* a local file: holds the writer's
+					 * flock; else -1 */
 	bool rdonly;
 	bool opened;			/* open succeeded: close commits */
 
@@ -186,6 +189,35 @@ void cow_epoch_leave(struct cow_container *c, struct cow_epoch *e);
 uint64_t cow_epoch_oldest(struct cow_container *c);
 /* Log a metadata error (counted) for the container: "path: message". */
 void cow_meta_error(struct cow_container *c, const struct cow_err *err);
+
+/* store.c: the container's store (a backend opened with
+ * BACKEND_OPEN_STORE); every I/O of the container goes through it. */
+/* Open the store of the container args names (a local file: raw; a
+ * URL: the backend of its scheme).  0 or -errno (logged). */
+int cow_store_open(const struct backend_open_args *args, bool rdonly,
+		   struct backend **store);
+/* Does args name a local file (which can be locked and stat'ed)? */
+bool cow_store_is_local(const struct backend_open_args *args);
+/* An asynchronous store I/O ended: bytes or -errno.  Any thread. */
+typedef void (*cow_store_done_t)(void *opaque, ssize_t res);
+/* Read or write iov (n entries, whole blocks) at pos on the store; done
+ * is called exactly once, possibly before this returns. */
+void cow_store_submit(struct backend *store, bool write,
+		      const struct iovec *iov, int n, uint64_t pos,
+		      cow_store_done_t done, void *opaque);
+/* Synchronous read or write of buf: bytes (short only for a read at the
+ * end) or -errno.  Not on a completion thread. */
+ssize_t cow_store_rw(struct backend *store, bool write, void *buf,
+		     size_t len, uint64_t pos);
+/* Write all of iov (n entries of whole blocks) at pos: 0 or -errno. */
+int cow_store_write_iov(struct backend *store, const struct iovec *iov,
+			int n, uint64_t pos);
+/* The store's size in whole blocks (0 when it cannot tell). */
+uint64_t cow_store_blocks(struct backend *store);
+/* cow_sb_read through the store. */
+int cow_store_read_sb(struct backend *store, struct cow_sb *sb,
+		      uint32_t *slot, struct cow_err *fallback,
+		      struct cow_err *err);
 
 /* commit.c */
 /* Commit the open transaction if anything changed: 0 or -errno (the

@@ -10,6 +10,8 @@ const char *const cow_checksum_names[] = { "crc32c", "xxhash64", NULL };
 
 int cow_probe(const struct backend_probe_args *p)
 {
+	if (p->fd < 0)
+		return cow_is_image_url(p->path) ? 100 : 0;
 	return cow_is_image_fd(p->fd) ? 100 : 0;
 }
 

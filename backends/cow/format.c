@@ -401,15 +401,10 @@ int cow_sb_check_features(const struct cow_sb *sb, bool rdonly,
 int cow_sb_read(int fd, struct cow_sb *sb, uint32_t *slot,
 		struct cow_err *fallback, struct cow_err *err)
 {
-	struct cow_sb cand[COW_NR_SLOTS];
-	struct cow_err why[COW_NR_SLOTS];
-	bool ok[COW_NR_SLOTS], magic = false;
 	size_t len = COW_NR_SLOTS * COW_BLOCK_SIZE, got = 0;
 	uint8_t *buf;
-	uint32_t s, pick;
-	int ret = 0;
+	int ret;
 
-	fallback->msg[0] = '\0';
 	if (posix_memalign((void **)&buf, COW_BLOCK_SIZE, len))
 		return -ENOMEM;
 	memset(buf, 0, len);
@@ -420,14 +415,32 @@ int cow_sb_read(int fd, struct cow_sb *sb, uint32_t *slot,
 			continue;
 		if (n < 0) {
 			ret = -errno;
+			fallback->msg[0] = '\0';
 			cow_bad(err, "reading the superblocks: %s",
 				g_strerror(errno));
-			goto out;
+			free(buf);
+			return ret;
 		}
 		if (n == 0)
 			break;
 		got += (size_t)n;
 	}
+	ret = cow_sb_choose(buf, got, sb, slot, fallback, err);
+	free(buf);
+	return ret;
+}
+
+int cow_sb_choose(const uint8_t *buf, size_t got, struct cow_sb *sb,
+		  uint32_t *slot, struct cow_err *fallback,
+		  struct cow_err *err)
+{
+	struct cow_sb cand[COW_NR_SLOTS];
+	struct cow_err why[COW_NR_SLOTS];
+	bool ok[COW_NR_SLOTS], magic = false;
+	uint32_t s, pick;
+	int ret = 0;
+
+	fallback->msg[0] = '\0';
 	for (s = 0; s < COW_NR_SLOTS; s++) {
 		const uint8_t *blk = buf + s * COW_BLOCK_SIZE;
 
@@ -467,7 +480,6 @@ int cow_sb_read(int fd, struct cow_sb *sb, uint32_t *slot,
 	*sb = cand[pick];
 	*slot = pick;
 out:
-	free(buf);
 	return ret;
 }
 

@@ -209,6 +209,11 @@ bool cow_sb_has_magic(const uint8_t *block);
  */
 int cow_sb_read(int fd, struct cow_sb *sb, uint32_t *slot,
 		struct cow_err *fallback, struct cow_err *err);
+/* cow_sb_read over buf, the first got bytes of the image (got <=
+ * COW_NR_SLOTS * COW_BLOCK_SIZE; the rest of buf zeroed). */
+int cow_sb_choose(const uint8_t *buf, size_t got, struct cow_sb *sb,
+		  uint32_t *slot, struct cow_err *fallback,
+		  struct cow_err *err);
 
 /* ---- metadata pages ---- */
 

@@ -68,17 +68,16 @@ uint64_t cow_epoch_oldest(struct cow_container *c)
 
 /* ---- open ---- */
 
-/* Refuse hosts whose direct I/O needs more than 4 KiB alignment. */
-static int check_dio_alignment(struct cow_container *c)
+/* Refuse stores whose I/O needs more than 4 KiB alignment. */
+static int check_store_alignment(struct cow_container *c)
 {
-	struct statx stx;
+	const struct backend_limits *l = &c->meta.store->limits;
 
-	if (statx(c->meta.fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
-	    (stx.stx_mask & STATX_DIOALIGN) &&
-	    (stx.stx_dio_offset_align > COW_BLOCK_SIZE ||
-	     stx.stx_dio_mem_align > COW_BLOCK_SIZE)) {
-		g_warning("%s: the host needs %u-byte aligned direct I/O; cow images need at most %zu",
-			  c->meta.path, stx.stx_dio_offset_align,
+	if (l->request_alignment > COW_BLOCK_SIZE ||
+	    l->mem_alignment > COW_BLOCK_SIZE) {
+		g_warning("%s: the store needs %u-byte aligned I/O; cow images need at most %zu",
+			  c->meta.path, MAX(l->request_alignment,
+					    l->mem_alignment),
 			  COW_BLOCK_SIZE);
 		return -EINVAL;
 	}
@@ -92,10 +91,11 @@ static int open_superblock(struct cow_container *c, GError **error)
 	struct cow_err err = { "" }, fallback;
 	const char *path = c->meta.path;
 	uint32_t slot;
-	struct stat st;
+	int64_t size;
 	int ret;
 
-	ret = cow_sb_read(c->meta.fd, &c->sb, &slot, &fallback, &err);
+	ret = cow_store_read_sb(c->meta.store, &c->sb, &slot, &fallback,
+				&err);
 	if (ret < 0)
 		return backend_set_error(error, ret, "%s: %s", path, err.msg);
 	if (fallback.msg[0])
@@ -103,16 +103,17 @@ static int open_superblock(struct cow_container *c, GError **error)
 	ret = cow_sb_check_features(&c->sb, c->rdonly, &err);
 	if (ret < 0)
 		return backend_set_error(error, ret, "%s: %s", path, err.msg);
-	if (fstat(c->meta.fd, &st) < 0)
-		return -errno;
-	c->file_blocks = (uint64_t)st.st_size >> COW_BLOCK_SHIFT;
+	size = backend_get_size(c->meta.store);
+	if (size < 0)
+		return (int)size;
+	c->file_blocks = (uint64_t)size >> COW_BLOCK_SHIFT;
 	if (c->file_blocks < c->sb.nr_blocks)
 		return backend_set_error(error, -EUCLEAN,
 					 "%s: truncated image: generation %llu uses %llu blocks (%llu bytes), the file has %lld bytes",
 					 path, (unsigned long long)c->sb.generation,
 					 (unsigned long long)c->sb.nr_blocks,
 					 (unsigned long long)c->sb.nr_blocks << COW_BLOCK_SHIFT,
-					 (long long)st.st_size);
+					 (long long)size);
 	memcpy(c->meta.uuid, c->sb.uuid, 16);
 	c->meta.csum_type = c->sb.csum_type;
 	c->meta.first_block = c->sb.first_block;
@@ -136,18 +137,46 @@ static int open_voltree(struct cow_container *c, GError **error)
 	return ret;
 }
 
+/* A local container: the descriptor the writer's flock is held on, and
+ * the dev:ino that identifies it in this process (volume.c). */
+static int open_lock_fd(struct cow_container *c,
+			const struct backend_open_args *args)
+{
+	struct stat st;
+
+	c->lock_fd = backend_open_image(args, O_RDONLY | O_CLOEXEC);
+	if (c->lock_fd < 0)
+		return backend_set_error(args->error, c->lock_fd,
+					 "%s: open: %s", c->path,
+					 g_strerror(-c->lock_fd));
+	if (fstat(c->lock_fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return backend_set_error(args->error, -EINVAL,
+					 "%s: not a regular file", c->path);
+	c->dev = st.st_dev;
+	c->ino = st.st_ino;
+	/* One writer per container: two would allocate the same blocks. */
+	if (!c->rdonly && flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		int ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+
+		return backend_set_error(args->error, ret, "%s: %s", c->path,
+					 ret == -EBUSY ? "the image is open for writing elsewhere" :
+					 g_strerror(-ret));
+	}
+	return 0;
+}
+
 int cow_container_open(struct cow_container *c,
 		       const struct backend_open_args *args, bool rdonly)
 {
-	const char *path = args->path;
 	struct cow_err err = { "" };
-	int flags = O_DIRECT | O_CLOEXEC, ret;
-	struct stat st;
+	int ret;
 
 	c->rdonly = rdonly;
-	c->path = g_strdup(path);
+	c->path = g_strdup(args->path);
 	c->meta.path = c->path;
-	c->meta.fd = -1;
+	c->lock_fd = -1;
 	g_mutex_init(&c->commit_lock);
 	g_mutex_init(&c->map_lock);
 	g_mutex_init(&c->epoch_lock);
@@ -162,28 +191,17 @@ int cow_container_open(struct cow_container *c,
 					    NULL, g_free);
 	c->commit_ms = COW_DEFAULT_COMMIT_MS;
 
-	flags |= c->rdonly ? O_RDONLY : O_RDWR;
-	c->meta.fd = backend_open_image(args, flags);
-	if (c->meta.fd < 0)
-		return backend_set_error(args->error, c->meta.fd, "%s: open%s: %s",
-					 path, c->meta.fd == -EINVAL ?
-					 " (O_DIRECT unsupported here?)" : "",
-					 g_strerror(-c->meta.fd));
-	if (fstat(c->meta.fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return backend_set_error(args->error, -EINVAL,
-					 "%s: not a regular file", path);
-	c->dev = st.st_dev;
-	c->ino = st.st_ino;
-	/* One writer per container: two would allocate the same blocks. */
-	if (!c->rdonly && flock(c->meta.fd, LOCK_EX | LOCK_NB) < 0) {
-		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		return backend_set_error(args->error, ret, "%s: %s", path,
-					 ret == -EBUSY ? "the image is open for writing elsewhere" :
-					 g_strerror(-ret));
+	/* A remote container: the server's locks are not ours to see; the
+	 * daemon serves one node per image. */
+	if (cow_store_is_local(args)) {
+		ret = open_lock_fd(c, args);
+		if (ret < 0)
+			return ret;
 	}
-	ret = check_dio_alignment(c);
+	ret = cow_store_open(args, c->rdonly, &c->meta.store);
+	if (ret < 0)
+		return ret;
+	ret = check_store_alignment(c);
 	if (ret < 0)
 		return ret;
 	ret = open_superblock(c, args->error);
@@ -206,7 +224,8 @@ void cow_container_make_rdonly(struct cow_container *c)
 {
 	if (c->rdonly)
 		return;
-	flock(c->meta.fd, LOCK_UN);
+	if (c->lock_fd >= 0)
+		flock(c->lock_fd, LOCK_UN);
 	c->rdonly = true;
 }
 
@@ -234,8 +253,10 @@ void cow_container_close(struct cow_container *c)
 	cow_tree_destroy(&c->voltree);
 	if (c->alloc.meta)
 		cow_alloc_close(&c->alloc);
-	if (c->meta.fd >= 0)
-		close(c->meta.fd);
+	if (c->meta.store)
+		backend_close(c->meta.store);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
 	g_ptr_array_free(c->vols, TRUE);
 	g_array_free(c->refops, TRUE);
 	cow_drops_free(c->drops);

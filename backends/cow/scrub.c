@@ -250,19 +250,12 @@ static void read_run(struct scrub *s, unsigned int i, unsigned int j)
 {
 	struct cow_container *c = s->c;
 	size_t len = (size_t)(j - i) << COW_BLOCK_SHIFT, got = 0;
-	off_t off = (off_t)(s->blk[i].pbn << COW_BLOCK_SHIFT);
+	uint64_t off = s->blk[i].pbn << COW_BLOCK_SHIFT;
 	unsigned int k;
+	ssize_t n;
 
-	while (got < len) {
-		ssize_t n = pread(c->meta.fd, s->buf + got, len - got,
-				  off + (off_t)got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
+	n = cow_store_rw(c->meta.store, false, s->buf, len, off);
+	got = n < 0 ? 0 : (size_t)n;
 	for (k = i; k < j; k++) {
 		struct scrub_blk *b = &s->blk[k];
 		size_t at = (size_t)(k - i) << COW_BLOCK_SHIFT;

@@ -3,6 +3,7 @@
  * Cached, copy-on-write radix trees (see tree.h for the rules).
  */
 #include "backends/cow/tree.h"
+#include "backends/cow/cow_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -79,33 +80,22 @@ void cow_tree_destroy(struct cow_tree *t)
 int cow_tree_read_page(const struct cow_meta *meta, struct cow_load *ld,
 		       struct cow_err *err)
 {
-	off_t off = (off_t)(ld->ptr.pbn << COW_BLOCK_SHIFT);
-	size_t got = 0;
+	ssize_t n;
 
 	ld->page = cow_page_alloc();
-	while (got < COW_BLOCK_SIZE) {
-		ssize_t n = pread(meta->fd, ld->page + got,
-				  COW_BLOCK_SIZE - got, off + (off_t)got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int ret = n < 0 ? -errno : -EUCLEAN;
-
-			if (n < 0)
-				cow_bad(err, "reading the page at block %llu: %s",
-					(unsigned long long)ld->ptr.pbn,
-					g_strerror(errno));
-			else
-				cow_bad(err, "truncated image: the page at block %llu is past the end of the file",
-					(unsigned long long)ld->ptr.pbn);
-			free(ld->page);
-			ld->page = NULL;
-			return ret;
-		}
-		got += (size_t)n;
-	}
-	return 0;
+	n = cow_store_rw(meta->store, false, ld->page, COW_BLOCK_SIZE,
+			 ld->ptr.pbn << COW_BLOCK_SHIFT);
+	if (n == (ssize_t)COW_BLOCK_SIZE)
+		return 0;
+	if (n < 0)
+		cow_bad(err, "reading the page at block %llu: %s",
+			(unsigned long long)ld->ptr.pbn, g_strerror((int)-n));
+	else
+		cow_bad(err, "truncated image: the page at block %llu is past the end of the file",
+			(unsigned long long)ld->ptr.pbn);
+	free(ld->page);
+	ld->page = NULL;
+	return n < 0 ? (int)n : -EUCLEAN;
 }
 
 /* ---- validating a loaded page's entries ---- */

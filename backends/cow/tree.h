@@ -34,8 +34,10 @@
 #include "backends/cow/format.h"
 
 /* What a tree's pages are checked against when loaded. */
+struct backend;
+
 struct cow_meta {
-	int fd;				/* the container, O_DIRECT */
+	struct backend *store;		/* the container's bytes (store.c) */
 	const char *path;		/* for messages */
 	uint8_t uuid[16];
 	uint8_t csum_type;

@@ -35,7 +35,22 @@ static struct cow_container *registry_find(dev_t dev, ino_t ino)
 	for (l = registry; l; l = l->next) {
 		struct cow_container *c = l->data;
 
-		if (c->dev == dev && c->ino == ino)
+		if (c->lock_fd >= 0 && c->dev == dev && c->ino == ino)
+			return c;
+	}
+	return NULL;
+}
+
+/* The open container behind a URL (a remote store), or NULL.
+ * registry_lock. */
+static struct cow_container *registry_find_url(const char *url)
+{
+	GList *l;
+
+	for (l = registry; l; l = l->next) {
+		struct cow_container *c = l->data;
+
+		if (c->lock_fd < 0 && !strcmp(c->path, url))
 			return c;
 	}
 	return NULL;
@@ -245,8 +260,10 @@ int cow_open(struct backend *b, const struct backend_open_args *args)
 	dio_engine_init(&v->dio);
 	v->growable = args->flags & BACKEND_OPEN_GROWABLE;
 	g_mutex_lock(&registry_lock);
-	if ((args->file ? fstat(args->file->fd, &st) :
-			  stat(args->path, &st)) == 0)
+	if (!cow_store_is_local(args))
+		c = registry_find_url(args->path);
+	else if ((args->file ? fstat(args->file->fd, &st) :
+			       stat(args->path, &st)) == 0)
 		c = registry_find(st.st_dev, st.st_ino);
 	if (!c) {
 		bool rdonly = (args->flags & BACKEND_OPEN_RDONLY) &&

@@ -11,7 +11,7 @@ int raw_probe(const struct backend_probe_args *p)
 {
 	struct stat st;
 
-	return fstat(p->fd, &st) == 0 && S_ISREG(st.st_mode) ? 1 : 0;
+	return p->fd >= 0 && fstat(p->fd, &st) == 0 && S_ISREG(st.st_mode) ? 1 : 0;
 }
 
 int raw_create(const struct backend_create_args *a, GError **error)

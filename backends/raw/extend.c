@@ -440,6 +440,21 @@ int raw_flush_record(struct raw *r, uint64_t size)
 	return err;
 }
 
+/* Set the file's size: a store that grows gets the new range allocated
+ * (writes into it need no allocation, and the host runs them
+ * concurrently), sparse where the host cannot.  0, or -1 with errno. */
+static int raw_set_file_size(struct raw *r, uint64_t new_size)
+{
+	uint64_t size = atomic_load(&r->size);
+
+	if (r->store && new_size > size &&
+	    fallocate(r->fd, 0, (off_t)size, (off_t)(new_size - size)) == 0) {
+		dioloop_iorec_truncate(r->fd, new_size);
+		return 0;
+	}
+	return dioloop_iorec_ftruncate(r->fd, (off_t)new_size);
+}
+
 /*
  * Change the size (a multiple of request_alignment): ftruncate, made
  * durable, and the record removed (everything before is now durable).
@@ -454,7 +469,7 @@ int raw_resize(struct backend *b, uint64_t new_size)
 	if (new_size % r->ra)
 		return -EINVAL;
 	g_mutex_lock(&r->flush_lock);
-	if (dioloop_iorec_ftruncate(r->fd, (off_t)new_size) < 0 ||
+	if (raw_set_file_size(r, new_size) < 0 ||
 	    dioloop_iorec_fdatasync(r->fd) < 0) {
 		ret = -errno;
 		goto out;

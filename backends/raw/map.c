@@ -123,7 +123,8 @@ static int raw_get_block(struct backend *b, void *map_private, uint64_t pos,
 
 	map->fd = r->fd;
 	map->phys = pos;
-	if (create) {
+	/* A format's store: the format maps its own holes; no lseek. */
+	if (create || r->store) {
 		map->len = len;
 		map->hole = false;
 		return 0;

@@ -206,6 +206,7 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 	r->rdonly = args->flags & BACKEND_OPEN_RDONLY;
 	r->growable = args->flags & BACKEND_OPEN_GROWABLE;
 	r->sync = args->flags & BACKEND_OPEN_SYNC;
+	r->store = args->flags & BACKEND_OPEN_STORE;
 	dio_engine_init(&r->dio);
 	g_mutex_init(&r->flush_lock);
 	g_mutex_init(&r->ext.lock);
@@ -237,12 +238,16 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 	ret = raw_set_limits(r, &st);
 	if (ret < 0)
 		goto out_free;
-	ret = orphan_init(&r->orphan, b->path, args->file, r->fd);
-	if (ret < 0)
-		goto out_free;
-	ret = orphan_recover(&r->orphan, r->fd, r->rdonly, &limit);
-	if (ret < 0)
-		goto out_free;
+	/* A format's store: the format keeps the size (backend.h). */
+	limit = UINT64_MAX;
+	if (!r->store) {
+		ret = orphan_init(&r->orphan, b->path, args->file, r->fd);
+		if (ret < 0)
+			goto out_free;
+		ret = orphan_recover(&r->orphan, r->fd, r->rdonly, &limit);
+		if (ret < 0)
+			goto out_free;
+	}
 	if (fstat(r->fd, &st) < 0) {
 		ret = -errno;
 		goto out_free;

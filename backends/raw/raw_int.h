@@ -45,6 +45,7 @@ struct raw {
 	struct backend *b;
 	int fd;
 	bool rdonly, growable, sync;
+	bool store;			/* BACKEND_OPEN_STORE (backend.h) */
 	unsigned int ra;		/* request_alignment */
 	unsigned int blkbits, dev_blkbits;
 	uint64_t block_size;
