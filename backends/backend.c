@@ -74,20 +74,38 @@ int backend_open(const char *type, const struct backend_open_args *args,
 		 struct backend **out)
 {
 	const struct backend_ops *ops;
-	struct backend *b;
-	int ret;
 
 	*out = NULL;
 	ops = type ? backend_lookup(type) : NULL;
 	if (!ops)
 		return -ENOENT;
+	return backend_open_ops(ops, args, out);
+}
+
+/* Open an image with an ops table of the caller's.  Control thread. */
+int backend_open_ops(const struct backend_ops *ops,
+		     const struct backend_open_args *args,
+		     struct backend **out)
+{
+	struct backend *b;
+	int ret;
+
+	*out = NULL;
+	if (backend_ops_check(ops) < 0)
+		return -EINVAL;
+	if (ops->is_filter && !args->inner)
+		return -EINVAL;
 	b = g_new0(struct backend, 1);
 	b->ops = ops;
 	b->path = g_strdup(args->path);
 	b->flags = args->flags;
 	b->aio = args->aio;
 	range_lock_tree_init(&b->range_locks);
-	ret = ops->open(b, args);
+	if (ops->is_filter) {
+		b->inner = args->inner;
+		b->limits = args->inner->limits;
+	}
+	ret = ops->open ? ops->open(b, args) : 0;
 	if (ret < 0) {
 		range_lock_tree_clear(&b->range_locks);
 		g_free(b->path);
@@ -146,7 +164,9 @@ void backend_close(struct backend *b)
 {
 	if (!b)
 		return;
-	b->ops->close(b);
+	if (b->ops->close)
+		b->ops->close(b);
+	backend_close(b->inner);
 	range_lock_tree_clear(&b->range_locks);
 	g_free(b->path);
 	g_free(b);
@@ -155,8 +175,14 @@ void backend_close(struct backend *b)
 /* Logical size or -errno.  Any thread. */
 int64_t backend_get_size(struct backend *b)
 {
+	if (!b->ops->get_size)
+		return backend_get_size(b->inner);
 	return b->ops->get_size(b);
 }
+
+/* Does the filter b leave op to its inner backend?  (A NULL op of a
+ * backend that is not a filter gets the core's default instead.) */
+#define backend_forwards(b, op) (!(b)->ops->op && (b)->ops->is_filter)
 
 /* Checked entry to the op: any thread (see backend.h). */
 ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
@@ -177,12 +203,16 @@ ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 		if (ret < 0)
 			return ret;
 	}
+	if (backend_forwards(b, direct_IO_bvec))
+		return backend_direct_IO_bvec(b->inner, iocb);
 	return b->ops->direct_IO_bvec(b, iocb);
 }
 
 /* Make completed writes durable; worker thread. */
 int backend_flush(struct backend *b)
 {
+	if (backend_forwards(b, flush))
+		return backend_flush(b->inner);
 	return b->ops->flush ? b->ops->flush(b) : 0;
 }
 
@@ -218,6 +248,8 @@ int backend_discard(struct backend *b, uint64_t pos, uint64_t len)
 	err = backend_range_within(pos, len, INT64_MAX);
 	if (err < 0)
 		return err;
+	if (backend_forwards(b, discard))
+		return backend_discard(b->inner, pos, len);
 	if (!backend_clamp(b, pos, &len, &err))
 		return err;
 	if (!b->ops->discard)
@@ -317,6 +349,8 @@ int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 	err = backend_range_within(pos, len, INT64_MAX);
 	if (err < 0)
 		return err;
+	if (backend_forwards(b, write_zeroes))
+		return backend_write_zeroes(b->inner, pos, len);
 	if (!backend_clamp(b, pos, &len, &err))
 		return err;
 	if (!b->ops->write_zeroes)
@@ -329,6 +363,8 @@ int backend_resize(struct backend *b, uint64_t size)
 {
 	int ret;
 
+	if (backend_forwards(b, resize))
+		return backend_resize(b->inner, size);
 	if (!b->ops->resize)
 		return -EOPNOTSUPP;
 	if (b->flags & BACKEND_OPEN_RDONLY)
@@ -346,10 +382,13 @@ int backend_resize(struct backend *b, uint64_t size)
 int backend_map(struct backend *b, uint64_t pos, uint64_t len,
 		struct backend_extent *ext)
 {
-	int64_t size = backend_get_size(b);
+	int64_t size;
 	uint64_t want;
 	int ret;
 
+	if (backend_forwards(b, map))
+		return backend_map(b->inner, pos, len, ext);
+	size = backend_get_size(b);
 	if (size < 0)
 		return (int)size;
 	if (len == 0)
@@ -386,9 +425,19 @@ ssize_t backend_clone_range(struct backend *src, uint64_t src_pos,
 {
 	int err;
 
+	if (backend_forwards(src, clone_range))
+		return backend_clone_range(src->inner, src_pos, dst, dst_pos,
+					   len);
+	if (backend_forwards(dst, clone_range))
+		return backend_clone_range(src, src_pos, dst->inner, dst_pos,
+					   len);
+	/* A filter that implements clone_range is asked whichever side it
+	 * is on (the destination's first): it unwraps the other side. */
+	if (dst->ops->is_filter && dst->ops->clone_range)
+		return dst->ops->clone_range(src, src_pos, dst, dst_pos, len);
 	if (!src->ops->clone_range)
 		return -EOPNOTSUPP;
-	if (src->ops != dst->ops)
+	if (src->ops != dst->ops && !src->ops->is_filter)
 		return -EXDEV;
 	if (dst->flags & BACKEND_OPEN_RDONLY)
 		return -EROFS;
@@ -412,6 +461,8 @@ int backend_info(struct backend *b, struct backend_info *info)
 {
 	int64_t size;
 
+	if (backend_forwards(b, info))
+		return backend_info(b->inner, info);
 	memset(info, 0, sizeof(*info));
 	if (b->ops->info)
 		return b->ops->info(b, info);
@@ -422,6 +473,33 @@ int backend_info(struct backend *b, struct backend_info *info)
 	info->size = (uint64_t)size;
 	info->allocated = (uint64_t)size;
 	return 0;
+}
+
+struct backend *backend_below_filters(struct backend *b)
+{
+	while (b->ops->is_filter)
+		b = b->inner;
+	return b;
+}
+
+struct backend *backend_find_filter(struct backend *b,
+				    const struct backend_ops *ops)
+{
+	for (; b; b = b->ops->is_filter ? b->inner : NULL)
+		if (b->ops == ops)
+			return b;
+	return NULL;
+}
+
+struct backend *backend_filter_swap_inner(struct backend *b,
+					  struct backend *inner)
+{
+	struct backend *old = b->inner;
+
+	g_assert(b->ops->is_filter);
+	b->inner = inner;
+	b->limits = inner->limits;
+	return old;
 }
 
 /*

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Live migration (migrate.h): a dirty bitmap of MIGRATE_CHUNK ranges, a
- * copier that moves dirty ranges with backend_migratepage(), and the
- * core's migratepage for backends without one: copy data extents, skip
+ * copier that moves dirty ranges with migrate_range(), and the per-range
+ * copy (seed 011's migratepage convention): copy data extents, skip
  * zero blocks and holes (discarding them on the destination when the
  * range is copied again).
  */
@@ -34,7 +34,7 @@ struct migration {
 	struct migrate_progress prog;
 };
 
-/* ---- the core's migratepage ---- */
+/* ---- the per-range copy ---- */
 
 static bool block_is_zero(const uint8_t *p)
 {
@@ -145,27 +145,16 @@ static int migrate_copy_range(struct backend *dst, struct backend *src,
 	return MIGRATEPAGE_SUCCESS;
 }
 
-int backend_migratepage(struct backend *dst, struct backend *src,
-			uint64_t pos, uint64_t len)
-{
-	if (dst->flags & BACKEND_OPEN_RDONLY)
-		return -EROFS;
-	if (len == 0)
-		return MIGRATEPAGE_SUCCESS;
-	if (dst->ops->migratepage)
-		return dst->ops->migratepage(dst, src, pos, len);
-	return migrate_copy_range(dst, src, pos, len, false);
-}
-
-/* A range of the migration's destination: the op, or the core's copy
- * told whether the destination still reads zeros there. */
+/* One range of the migration's destination, told whether the
+ * destination still reads zeros there: MIGRATEPAGE_SUCCESS, -EAGAIN or
+ * -errno (seed 011's convention, counted as moved/retried/failed). */
 static int migrate_range(struct migration *m, uint64_t pos, uint64_t len,
 			 bool fresh)
 {
 	if (m->dst->flags & BACKEND_OPEN_RDONLY)
 		return -EROFS;
-	if (m->dst->ops->migratepage)
-		return m->dst->ops->migratepage(m->dst, m->src, pos, len);
+	if (len == 0)
+		return MIGRATEPAGE_SUCCESS;
 	return migrate_copy_range(m->dst, m->src, pos, len, fresh);
 }
 
@@ -323,7 +312,7 @@ static int copy_around_bad(struct migration *m, uint64_t pos, uint64_t len)
 	for (off = 0; off < len; off += BLOCK) {
 		uint64_t n = MIN((uint64_t)BLOCK, len - off);
 
-		ret = backend_migratepage(m->dst, m->src, pos + off, n);
+		ret = migrate_range(m, pos + off, n, false);
 		if (ret == -EIO || ret == -EBADMSG) {
 			g_warning("%s: unreadable block at byte %llu left as a hole on the destination",
 				  m->src->path ? m->src->path : "source",

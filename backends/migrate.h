@@ -5,7 +5,7 @@
  * migrate_pages() for the counting).
  *
  * The image keeps serving requests from the source.  The copier moves
- * every allocated range with backend_migratepage(); the write path marks
+ * every allocated range (its per-range copy); the write path marks
  * every range it changes dirty (migration_mark_dirty, after the change
  * completed on the source), so a range written during its copy is copied
  * again.  Passes repeat until little is dirty; then the owner quiesces

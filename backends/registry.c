@@ -37,6 +37,9 @@ int backend_ops_check(const struct backend_ops *ops)
 {
 	if (!ops || !ops->name || !ops->name[0])
 		return -EINVAL;
+	/* A filter forwards what it leaves NULL (backend.h). */
+	if (ops->is_filter)
+		return 0;
 	if (!ops->open || !ops->close || !ops->get_size ||
 	    !ops->direct_IO_bvec)
 		return -EINVAL;
