@@ -373,7 +373,7 @@ static bool dioloop_work_admit(struct dioloop_work *w,
 static ssize_t dioloop_node_blocking_op(struct dioloop_node *node,
 					struct fault_op *fop)
 {
-	if (node->b->ops == &fault_backend_ops)
+	if (fault_filter_present(node->b))
 		return fault_backend_submit_op(node->b, fop);
 	switch (fop->kind) {
 	case FAULT_KIND_FLUSH:

@@ -28,7 +28,7 @@
 #include "backends/migrate.h"
 #include "backends/nfs/nfs.h"
 #include "backends/size.h"
-#include "backends/testing/fault.h"
+#include "backends/filter_fault.h"
 #include "fusefs/redirect.h"
 #include "fusefs/source.h"
 
@@ -308,7 +308,12 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 	/* Users of the backend outside requests (stat, stats, control
 	 * commands) hold b_lock: none sees the swap half done. */
 	g_rw_lock_writer_lock(&node->b_lock);
-	old = fault_backend_swap_inner(node->b, job->dst);
+	if (node->b->ops->is_filter) {
+		old = backend_filter_swap_inner(node->b, job->dst);
+	} else {
+		old = node->b;
+		node->b = job->dst;
+	}
 	node->cow = !strcmp(job->format, "cow");
 	g_rw_lock_writer_unlock(&node->b_lock);
 	/* The lock follows the data: the node holds the destination's

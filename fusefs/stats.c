@@ -5,7 +5,7 @@
 #include <json-glib/json-glib.h>
 #include <unistd.h>
 
-#include "backends/testing/fault.h"
+#include "backends/filter_fault.h"
 #include "fusefs/fs.h"
 #include "fusefs/spec.h"
 
@@ -155,7 +155,17 @@ static void add_latency(JsonBuilder *jb, struct dioloop_node_stats *s)
 	json_builder_end_object(jb);
 }
 
-/* Add the fault layer's rules and counters. */
+/* Add the names of the filters stacked on the node, top first. */
+static void add_filters(JsonBuilder *jb, struct backend *b)
+{
+	json_builder_set_member_name(jb, "filters");
+	json_builder_begin_array(jb);
+	for (; b->ops->is_filter; b = b->inner)
+		json_builder_add_string_value(jb, b->ops->name);
+	json_builder_end_array(jb);
+}
+
+/* Add the fault filter's rules and counters. */
 static void add_faults(JsonBuilder *jb, struct backend *b)
 {
 	struct fault_rule rules[MAX_LISTED_RULES];
@@ -242,7 +252,7 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 
 	if (!b)
 		return;		/* its volume was just deleted */
-	inner = fault_backend_inner(b);
+	inner = backend_below_filters(b);
 	json_builder_set_member_name(jb, node->name);
 	json_builder_begin_object(jb);
 	if (node->cow) {
@@ -292,7 +302,9 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 	json_builder_end_object(jb);
 
 	add_latency(jb, s);
-	add_faults(jb, b);
+	add_filters(jb, b);
+	if (fault_filter_present(b))
+		add_faults(jb, b);
 	add_engine(jb, inner);
 	json_builder_end_object(jb);
 	dioloop_node_backend_put(node);

@@ -35,7 +35,7 @@ bool dioloop_volume_split(const char *name, char **image, char **volume)
 
 struct backend *dioloop_node_cow_backend(struct backend *b)
 {
-	return fault_backend_inner(b);
+	return backend_below_filters(b);
 }
 
 int dioloop_volumes_list(struct dioloop_fs *fs, const char *image,

@@ -16,7 +16,7 @@
 
 #include "backends/backend.h"
 #include "backends/migrate.h"
-#include "backends/testing/fault.h"
+#include "backends/filter_fault.h"
 #include "backends/testing/mem.h"
 #include "tests/testutil.h"
 
@@ -240,7 +240,7 @@ START_TEST(test_migrate_eagain_is_retried)
 	migration_get_progress(m, &p);
 	ck_assert_msg(p.ranges_retried > 0, "retries counted");
 	ck_assert_int_eq(p.ranges_failed, 0);
-	inner = fault_backend_inner(dst);
+	inner = dst->inner;
 	assert_same(src, inner);
 	migration_free(m);
 	backend_close(src);
@@ -261,7 +261,7 @@ START_TEST(test_migrate_bad_source_block)
 	struct test_rng rng;
 
 	test_rng_init(&rng, 6);
-	fill_random(fault_backend_inner(src), &rng, 100);
+	fill_random(src->inner, &rng, 100);
 	ck_assert_int_eq(fault_backend_add_rule(src, &r), 0);
 
 	ck_assert_int_eq(migration_new(src, dst, NULL, &m), 0);

@@ -154,6 +154,8 @@ static bool parse_mount_options(const char *list, struct dioloop_mount_opts *o)
 		} else if (!strcmp(key, "fault") && val) {
 			if (!parse_mount_fault(val, o))
 				return false;
+		} else if (!strcmp(key, "fault") && !val) {
+			o->fault_all = true;
 		} else if (!strcmp(key, "ro") && !val)
 			o->readonly = true;
 		else if (!strcmp(key, "rw") && !val)
@@ -644,7 +646,7 @@ int dioloop_cmd_mount(int argc, char **argv)
 		  "mount options: ro, allow_other, growable, cache, sync, "
 		  "commit=SECONDS, threads=N, queue_depth=N, max_write=BYTES, limits (iops=N, "
 		  "read_iops=N, write_iops=N, bps=N, read_bps=N, write_bps=N, "
-		  "burst_ms=N, total_bps=N) and fault=NODE:RULE", "OPTS" },
+		  "burst_ms=N, total_bps=N), fault and fault=NODE:RULE", "OPTS" },
 		{ "loop", 0, 0, G_OPTION_ARG_NONE, &loop,
 		  "attach a loop device with direct I/O to every node and "
 		  "print 'NAME /dev/loopN' for each", NULL },
