@@ -491,6 +491,25 @@ struct backend *backend_find_filter(struct backend *b,
 	return NULL;
 }
 
+void backend_stack_replace(struct backend **top, struct backend *old,
+			   struct backend *new)
+{
+	struct backend *b;
+
+	if (*top == old) {
+		*top = new;
+		return;
+	}
+	for (b = *top; b->ops->is_filter; b = b->inner) {
+		if (b->inner == old) {
+			b->inner = new;
+			b->limits = new->limits;
+			return;
+		}
+	}
+	g_assert_not_reached();
+}
+
 struct backend *backend_filter_swap_inner(struct backend *b,
 					  struct backend *inner)
 {

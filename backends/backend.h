@@ -297,6 +297,11 @@ struct backend *backend_below_filters(struct backend *b);
 /* The first filter in b's stack (b included) with these ops, or NULL. */
 struct backend *backend_find_filter(struct backend *b,
 				    const struct backend_ops *ops);
+/* In the stack *top, make whatever points to old (*top itself, or a
+ * filter's inner) point to new instead; that filter's limits become
+ * new's.  Only with no request in flight on the stack (drained). */
+void backend_stack_replace(struct backend **top, struct backend *old,
+			   struct backend *new);
 /* Put inner under the filter b in place of its inner backend, which is
  * returned (the caller owns it now); b's limits become inner's.  Only with
  * no request in flight on b and none starting (the owner drained it). */

@@ -146,7 +146,6 @@ static void dioloop_write_done(struct kiocb *iocb, ssize_t res)
 		dioloop_fs_log_error(io->fs, io->node, "write", (int)res);
 		fuse_reply_err(io->req, (int)-res);
 	} else {
-		dioloop_node_changed(io->node, io->iocb.ki_pos, (uint64_t)res);
 		fuse_reply_write(io->req, (size_t)res);
 	}
 	dioloop_io_free(io);
@@ -481,8 +480,6 @@ static void dioloop_fallocate_reply(struct dioloop_work *w, int ret)
 /* The discard or write-zeroes ended.  Worker or delay thread. */
 static void dioloop_fallocate_finish(struct dioloop_work *w, int ret)
 {
-	if (ret == 0)
-		dioloop_node_changed(w->node, w->fop.pos, w->fop.len);
 	dioloop_node_io_end(w->node);
 	dioloop_fallocate_reply(w, ret);
 }
@@ -614,16 +611,12 @@ static int dioloop_copy_prepare(struct dioloop_work *w)
 /* The clone ended with ret: 0 to copy the rest, or -errno. */
 static int dioloop_copy_cloned(struct dioloop_work *w, ssize_t ret)
 {
-	if (ret < 0 && ret != -EOPNOTSUPP && ret != -EXDEV) {
-		/* It may have changed part of the range. */
-		dioloop_node_changed(w->out, (uint64_t)w->off_out, w->len);
+	if (ret < 0 && ret != -EOPNOTSUPP && ret != -EXDEV)
 		return (int)ret;
-	}
 	/* A clone may stop short (cow: whole blocks only): the rest is
 	 * copied. */
 	if (ret > 0)
 		w->done = MIN((uint64_t)ret, w->len);
-	dioloop_node_changed(w->out, (uint64_t)w->off_out, w->done);
 	return 0;
 }
 
@@ -730,9 +723,6 @@ static void dioloop_work_copy(struct dioloop_work *w)
 					     (uint64_t)w->off_out + w->done);
 			if (ret <= 0)
 				goto out;
-			dioloop_node_changed(out,
-					     (uint64_t)w->off_out + w->done,
-					     (uint64_t)ret);
 			w->done += (uint64_t)ret;
 			w->stage = STAGE_COPY_NEXT;
 			break;

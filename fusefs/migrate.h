@@ -44,10 +44,6 @@ int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
 int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
 			       GString *reply);
 
-/* The write path: [pos, pos + len) of node changed on its backend (call
- * after the change completed).  Any thread. */
-void dioloop_node_changed(struct dioloop_node *node, uint64_t pos,
-			  uint64_t len);
 /* True while a migration of node runs (a resize must wait: EBUSY). */
 bool dioloop_node_migrating(struct dioloop_node *node);
 

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Live migration (migrate.h): a dirty bitmap of MIGRATE_CHUNK ranges, a
+ * Live migration (filter_mirror.h): a dirty bitmap of MIGRATE_CHUNK ranges, a
  * copier that moves dirty ranges with migrate_range(), and the per-range
  * copy (seed 011's migratepage convention): copy data extents, skip
  * zero blocks and holes (discarding them on the destination when the
  * range is copied again).
  */
-#include "backends/migrate.h"
+#include "backends/filter_mirror.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -475,5 +475,170 @@ int migration_finish(struct migration *m)
 	g_mutex_lock(&m->lock);
 	m->prog.finished = true;
 	g_mutex_unlock(&m->lock);
+	return 0;
+}
+
+/* ---- the filter: dirty marks on the way down, and the switch ---- */
+
+/* An asynchronous write on its way to the source: marked dirty when it
+ * completes, before the caller hears of it. */
+struct mirror_req {
+	struct kiocb iocb;		/* what the source sees */
+	struct kiocb *orig;		/* the caller's */
+	struct migration *m;
+};
+
+/* The source finished a write: mark what it changed, then complete.
+ * Source completion thread. */
+static void mirror_write_done(struct kiocb *iocb, ssize_t res)
+{
+	struct mirror_req *req = iocb->ki_private;
+	struct kiocb *orig = req->orig;
+
+	if (res > 0)
+		migration_mark_dirty(req->m, orig->ki_pos, (uint64_t)res);
+	g_free(req);
+	orig->ki_complete(orig, res);
+}
+
+/* Reads pass; a write is marked dirty once it changed the source.  Any
+ * thread; never blocks on I/O. */
+static ssize_t mirror_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
+{
+	struct migration *m = b->priv;
+	struct mirror_req *req;
+	ssize_t ret;
+
+	if (iocb->ki_rw != DIOLOOP_WRITE)
+		return backend_direct_IO_bvec(b->inner, iocb);
+	if (is_sync_kiocb(iocb)) {
+		ret = backend_direct_IO_bvec(b->inner, iocb);
+		if (ret > 0)
+			migration_mark_dirty(m, iocb->ki_pos, (uint64_t)ret);
+		return ret;
+	}
+	req = g_new(struct mirror_req, 1);
+	req->orig = iocb;
+	req->m = m;
+	req->iocb = *iocb;
+	req->iocb.ki_complete = mirror_write_done;
+	req->iocb.ki_private = req;
+	ret = backend_direct_IO_bvec(b->inner, &req->iocb);
+	if (ret == -EIOCBQUEUED)
+		return ret;	/* req is the completion's now */
+	g_free(req);
+	if (ret > 0)
+		migration_mark_dirty(m, iocb->ki_pos, (uint64_t)ret);
+	return ret;
+}
+
+/* Discard on the source, then mark the range.  Worker thread. */
+static int mirror_discard(struct backend *b, uint64_t pos, uint64_t len)
+{
+	int ret = backend_discard(b->inner, pos, len);
+
+	if (ret == 0)
+		migration_mark_dirty(b->priv, pos, len);
+	return ret;
+}
+
+/* Zero on the source, then mark the range.  Worker thread. */
+static int mirror_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
+{
+	int ret = backend_write_zeroes(b->inner, pos, len);
+
+	if (ret == 0)
+		migration_mark_dirty(b->priv, pos, len);
+	return ret;
+}
+
+/* Resize the source and mark what changed (a cut reads as zeros after;
+ * the owner refuses to switch on a size the copy was not made for).
+ * Worker thread, nothing in flight. */
+static int mirror_resize(struct backend *b, uint64_t size)
+{
+	int64_t old = backend_get_size(b->inner);
+	int ret = backend_resize(b->inner, size);
+
+	if (ret == 0 && old >= 0 && (uint64_t)old != size)
+		migration_mark_dirty(b->priv, MIN((uint64_t)old, size),
+				     (uint64_t)llabs((long long)size - old));
+	return ret;
+}
+
+/* b, or the source below it when b is a mirror. */
+static struct backend *mirror_unwrap(struct backend *b)
+{
+	return b->ops == &mirror_backend_ops ? b->inner : b;
+}
+
+/* Clone with a mirror on either side unwrapped; a mirror destination
+ * marks what was cloned into it.  Worker thread. */
+static ssize_t mirror_clone_range(struct backend *src, uint64_t src_pos,
+				  struct backend *dst, uint64_t dst_pos,
+				  uint64_t len)
+{
+	ssize_t ret = backend_clone_range(mirror_unwrap(src), src_pos,
+					  mirror_unwrap(dst), dst_pos, len);
+
+	if (dst->ops != &mirror_backend_ops)
+		return ret;
+	if (ret > 0)
+		migration_mark_dirty(dst->priv, dst_pos, (uint64_t)ret);
+	else if (ret < 0 && ret != -EOPNOTSUPP && ret != -EXDEV)
+		/* It may have changed part of the range. */
+		migration_mark_dirty(dst->priv, dst_pos, len);
+	return ret;
+}
+
+/* get_size, flush, map, info: the core forwards them to the source. */
+const struct backend_ops mirror_backend_ops = {
+	.name = "mirror",
+	.is_filter = true,
+	.direct_IO_bvec = mirror_direct_IO_bvec,
+	.discard = mirror_discard,
+	.write_zeroes = mirror_write_zeroes,
+	.resize = mirror_resize,
+	.clone_range = mirror_clone_range,
+};
+
+int mirror_filter_open(struct migration *m, struct backend **out)
+{
+	struct backend_open_args args = {
+		.path = m->src->path,
+		.flags = m->src->flags,
+		.aio = m->src->aio,
+		.inner = m->src,
+	};
+	int ret = backend_open_ops(&mirror_backend_ops, &args, out);
+
+	if (ret == 0)
+		(*out)->priv = m;
+	return ret;
+}
+
+void mirror_filter_insert(struct backend **top, struct backend *mirror)
+{
+	backend_stack_replace(top, mirror->inner, mirror);
+}
+
+void mirror_filter_remove(struct backend **top, struct backend *mirror)
+{
+	backend_stack_replace(top, mirror, mirror->inner);
+	mirror->inner = NULL;
+}
+
+int mirror_filter_switch(struct backend **top, struct backend *mirror,
+			 struct backend **old)
+{
+	struct migration *m = mirror->priv;
+	struct migrate_progress p;
+
+	migration_get_progress(m, &p);
+	if (!p.finished)
+		return -EINVAL;
+	*old = mirror->inner;
+	backend_stack_replace(top, mirror, m->dst);
+	mirror->inner = NULL;
 	return 0;
 }
