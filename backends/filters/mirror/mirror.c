@@ -7,12 +7,15 @@
  * range is copied again).
  */
 #include "backends/filter_mirror.h"
+#include "backends/token_bucket.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define BLOCK 4096u
+/* What the copy may save up while it waits for the source. */
+#define MIRROR_BURST_MS 100u
 #define WORD_BITS 64u
 
 struct migration {
@@ -26,13 +29,18 @@ struct migration {
 	uint8_t *touched;		/* chunks written to dst; copier only */
 	atomic_bool cancel;
 
-	/* Rate limit: bytes allowed since start_us. */
-	gint64 start_us;
-	uint64_t moved;
+	/* Copy rate (opts.bps); copier only. */
+	struct dioloop_bucket rate;
 
 	GMutex lock;			/* progress */
 	struct migrate_progress prog;
 };
+
+/* Monotonic nanoseconds, for the rate bucket. */
+static uint64_t mirror_now_ns(void)
+{
+	return (uint64_t)g_get_monotonic_time() * 1000u;
+}
 
 /* ---- the per-range copy ---- */
 
@@ -242,7 +250,8 @@ int migration_new(struct backend *src, struct backend *dst,
 	m->touched = g_new0(uint8_t, m->nr_chunks + 1);
 	g_mutex_init(&m->lock);
 	m->prog.size = m->size;
-	m->start_us = g_get_monotonic_time();
+	dioloop_bucket_set(&m->rate, m->opts.bps, MIRROR_BURST_MS,
+			   mirror_now_ns());
 	*out = m;
 	return 0;
 }
@@ -283,20 +292,16 @@ void migration_get_progress(struct migration *m, struct migrate_progress *p)
 /* Sleep so that the copy stays within opts.bps (cancel checked). */
 static void throttle(struct migration *m, uint64_t bytes)
 {
-	m->moved += bytes;
-	if (!m->opts.bps)
-		return;
+	dioloop_bucket_refill(&m->rate, mirror_now_ns());
+	dioloop_bucket_charge(&m->rate, (double)bytes);
 	for (;;) {
-		gint64 now = g_get_monotonic_time();
-		uint64_t allowed = (uint64_t)((double)(now - m->start_us) *
-					      (double)m->opts.bps / 1e6);
-		gint64 wait;
+		uint64_t wait_ns;
 
-		if (m->moved <= allowed || atomic_load(&m->cancel))
+		dioloop_bucket_refill(&m->rate, mirror_now_ns());
+		wait_ns = dioloop_bucket_wait(&m->rate);
+		if (!wait_ns || atomic_load(&m->cancel))
 			return;
-		wait = (gint64)((double)(m->moved - allowed) * 1e6 /
-				(double)m->opts.bps);
-		g_usleep((gulong)MIN(wait, (gint64)100000));
+		g_usleep((gulong)MIN(wait_ns / 1000 + 1, (uint64_t)100000));
 	}
 }
 
@@ -456,6 +461,7 @@ int migration_finish(struct migration *m)
 
 	/* The image waits for this copy: no rate limit now. */
 	m->opts.bps = 0;
+	dioloop_bucket_set(&m->rate, 0, MIRROR_BURST_MS, mirror_now_ns());
 	/* Nothing writes the source now: a few passes empty the bitmap
 	 * (more only while ranges ask for a retry). */
 	do {
