@@ -253,6 +253,9 @@ int backend_open_image(const struct backend_open_args *args, int flags);
  * O_PATH), with open(2) flags: an fd, or -errno (-ESTALE if it were not
  * the same inode). */
 int backend_reopen_fd(int fd, int flags);
+/* Register a test double's ops table (the production table lists none):
+ * tests only, before they start threads.  0 or -errno. */
+int backend_register_for_tests(const struct backend_ops *ops);
 /* Validate an ops table (required ops, sane name): 0 or -EINVAL. */
 int backend_ops_check(const struct backend_ops *ops);
 
