@@ -257,26 +257,6 @@ int backend_discard(struct backend *b, uint64_t pos, uint64_t len)
 	return b->ops->discard(b, pos, len);
 }
 
-/* Fill bvec with pages of buf covering len bytes; returns the count. */
-static unsigned long backend_fill_bvec(struct bio_vec *bvec, char *buf,
-				       size_t len)
-{
-	unsigned long n = 0;
-
-	while (len) {
-		size_t l = len < DIOLOOP_PAGE_SIZE ? len : DIOLOOP_PAGE_SIZE;
-
-		bvec[n] = (struct bio_vec){
-			.bv_page = buf + n * DIOLOOP_PAGE_SIZE,
-			.bv_len = (unsigned int)l,
-			.bv_offset = 0,
-		};
-		n++;
-		len -= l;
-	}
-	return n;
-}
-
 /* Bytes of the next piece at pos: up to the next BACKEND_CHUNK multiple. */
 static size_t backend_chunk(uint64_t pos, uint64_t left)
 {
@@ -297,7 +277,7 @@ static ssize_t backend_sync_io(struct backend *b, int rw, char *buf,
 		.ki_iter = &iter,
 		.ki_complete = NULL,
 	};
-	unsigned long nr = backend_fill_bvec(bvec, buf, len);
+	unsigned long nr = bvec_fill_pages(bvec, NULL, buf, len);
 
 	iov_iter_init_bvec(&iter, bvec, nr, len, 0);
 	return backend_direct_IO_bvec(b, &iocb);

@@ -81,16 +81,7 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 	if (dioloop_page_pool_get_many(fs->pool, pages, n) < 0)
 		for (i = 0; i < n; i++)
 			pages[i] = dioloop_page_pool_get_wait(fs->pool);
-	for (i = 0; i < n; i++) {
-		size_t left = size - (size_t)i * DIOLOOP_PAGE_SIZE;
-
-		io->bvec[i] = (struct bio_vec){
-			.bv_page = pages[i],
-			.bv_len = (unsigned int)(left < DIOLOOP_PAGE_SIZE ?
-						 left : DIOLOOP_PAGE_SIZE),
-			.bv_offset = 0,
-		};
-	}
+	bvec_fill_pages(io->bvec, pages, NULL, size);
 	iov_iter_init_bvec(&io->iter, io->bvec, n, size, 0);
 	return io;
 }
