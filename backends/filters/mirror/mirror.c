@@ -7,6 +7,7 @@
  * range is copied again).
  */
 #include "backends/filter_mirror.h"
+#include "backends/sparse_copy.h"
 #include "backends/token_bucket.h"
 
 #include <errno.h>
@@ -44,64 +45,6 @@ static uint64_t mirror_now_ns(void)
 
 /* ---- the per-range copy ---- */
 
-static bool block_is_zero(const uint8_t *p)
-{
-	static const uint8_t zero[BLOCK];
-
-	return !memcmp(p, zero, BLOCK);
-}
-
-/* Make [pos, pos + len) of dst read as zeros: discard, or write zeros
- * where the backend cannot deallocate (NFSv3). */
-static int clear_range(struct backend *dst, uint64_t pos, uint64_t len)
-{
-	int ret = backend_discard(dst, pos, len);
-
-	if (ret == -EOPNOTSUPP)
-		ret = backend_write_zeroes(dst, pos, len);
-	return ret;
-}
-
-/* Write buf's non-zero blocks to dst at pos; the zero ones are cleared
- * unless dst is known to read zeros there (fresh). */
-static int put_sparse(struct backend *dst, const uint8_t *buf, uint64_t pos,
-		      uint64_t len, bool fresh)
-{
-	uint64_t i = 0;
-
-	while (i < len) {
-		uint64_t n = MIN((uint64_t)BLOCK, len - i);
-		bool zero = n == BLOCK && block_is_zero(buf + i);
-		uint64_t j = i + n;
-		ssize_t w;
-
-		/* Extend the run while blocks keep the same kind. */
-		while (j < len) {
-			uint64_t m = MIN((uint64_t)BLOCK, len - j);
-			bool z = m == BLOCK && block_is_zero(buf + j);
-
-			if (z != zero)
-				break;
-			j += m;
-		}
-		if (zero) {
-			int ret = fresh ? 0 : clear_range(dst, pos + i, j - i);
-
-			if (ret < 0)
-				return ret;
-		} else {
-			w = backend_pwrite(dst, buf + i, (size_t)(j - i),
-					   pos + i);
-			if (w < 0)
-				return (int)w;
-			if ((uint64_t)w != j - i)
-				return -EIO;
-		}
-		i = j;
-	}
-	return 0;
-}
-
 static int copy_data(struct backend *dst, struct backend *src, uint64_t pos,
 		     uint64_t len, bool fresh)
 {
@@ -120,7 +63,8 @@ static int copy_data(struct backend *dst, struct backend *src, uint64_t pos,
 		else if ((uint64_t)r != n)
 			ret = -EIO;	/* the source shrank */
 		else
-			ret = put_sparse(dst, buf, pos + done, n, fresh);
+			ret = backend_write_sparse(dst, buf, pos + done, n,
+						   fresh, NULL);
 		done += n;
 	}
 	free(buf);
@@ -143,7 +87,7 @@ static int migrate_copy_range(struct backend *dst, struct backend *src,
 		if (ret < 0)
 			return ret;
 		if (ext.hole)
-			ret = fresh ? 0 : clear_range(dst, pos, ext.len);
+			ret = fresh ? 0 : backend_clear_range(dst, pos, ext.len);
 		else
 			ret = copy_data(dst, src, pos, ext.len, fresh);
 		if (ret < 0)
@@ -322,7 +266,7 @@ static int copy_around_bad(struct migration *m, uint64_t pos, uint64_t len)
 			g_warning("%s: unreadable block at byte %llu left as a hole on the destination",
 				  m->src->path ? m->src->path : "source",
 				  (unsigned long long)(pos + off));
-			ret = clear_range(m->dst, pos + off, n);
+			ret = backend_clear_range(m->dst, pos + off, n);
 			g_mutex_lock(&m->lock);
 			m->prog.bad_blocks++;
 			g_mutex_unlock(&m->lock);
