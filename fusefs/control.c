@@ -359,7 +359,7 @@ static int ctl_limit(struct dioloop_fs *fs, int argc, char **argv,
 	return 0;
 }
 
-/* The rules of a node's fault layer and what they did, for the reply. */
+/* The rules of a node's fault filter and what they did, for the reply. */
 static void ctl_fault_list(struct backend *b, GString *reply)
 {
 	struct fault_rule rules[CTL_MAX_RULES];

@@ -11,7 +11,7 @@
  * copy behind copy_file_range) ask the same throttle and wait the same
  * way: in the node's queue, holding no thread, going on on a worker
  * thread when admitted.  A fault delay on a flush, discard or
- * write-zeroes waits in the fault layer's queue, not on a thread.
+ * write-zeroes waits in the fault filter's queue, not on a thread.
  * fsyncs run on flush threads of their own and control commands on
  * control threads (control.c), so no number of waiting ops can keep
  * them from a thread.  Every request is counted in the node's
@@ -97,7 +97,7 @@ static void dioloop_io_free(struct dioloop_io *io)
 }
 
 /* Completion of a read: reply with the pages.  Completion thread, the
- * fault layer's delay thread, or the thread that dispatched it (FUSE
+ * fault filter's delay thread, or the thread that dispatched it (FUSE
  * worker or timer thread) when the backend finished inline. */
 static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 {
@@ -124,7 +124,7 @@ static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 	dioloop_io_free(io);
 }
 
-/* Completion of a write.  Completion thread, the fault layer's delay
+/* Completion of a write.  Completion thread, the fault filter's delay
  * thread, or the thread that dispatched it when it finished inline. */
 static void dioloop_write_done(struct kiocb *iocb, ssize_t res)
 {
@@ -255,8 +255,8 @@ enum dioloop_work_stage {
 /*
  * A blocking op.  One that waits for its node's limits or for a fault
  * delay holds no thread: it waits in the throttle's queue (treq) or the
- * fault layer's (fop), as reads and writes do, and goes on from stage on
- * a worker thread (throttle) or finishes on the fault layer's delay
+ * fault filter's (fop), as reads and writes do, and goes on from stage on
+ * a worker thread (throttle) or finishes on the fault filter's delay
  * thread (fop).  Owned by whichever thread runs it; freed after the
  * reply.
  */
@@ -358,7 +358,7 @@ static bool dioloop_work_admit(struct dioloop_work *w,
 
 /* Run fop (flush, discard, write-zeroes, clone from fop->src) on node's
  * backend, with no thread waiting out a fault delay: its result, or
- * -EIOCBQUEUED (then fop->done is called from the fault layer's delay
+ * -EIOCBQUEUED (then fop->done is called from the fault filter's delay
  * thread). */
 static ssize_t dioloop_node_blocking_op(struct dioloop_node *node,
 					struct fault_op *fop)

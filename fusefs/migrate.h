@@ -18,7 +18,8 @@
  *
  * The switch: drain the node (no request in flight, none admitted), copy
  * what is still dirty, flush the destination, make the redirect durable,
- * put the destination under the node's fault layer, admit requests again.
+ * put the destination in the mirror filter's place (under the node's
+ * other filters), admit requests again.
  * The redirect is the file .IMAGE.dioloop-redirect in the source
  * directory, holding the destination; a node whose image has one serves
  * the destination (also after a restart, and when the image itself was

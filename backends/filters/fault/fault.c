@@ -137,8 +137,8 @@ static struct fault_verdict fault_decide(struct fault *f,
 	guint i;
 
 	atomic_fetch_add_explicit(&f->ops[kind], 1, memory_order_relaxed);
-	/* No rule: pass through without the lock (the usual case of a
-	 * daemon that stacks this backend on every image). */
+	/* No rule: pass through without the lock (a filter stacked by
+	 * -o fault, or whose rules were turned off). */
 	if (atomic_load_explicit(&f->nr_rules, memory_order_acquire) == 0)
 		return v;
 	g_mutex_lock(&f->lock);
