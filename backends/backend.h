@@ -55,6 +55,7 @@
 
 #include "iter/iov_iter.h"
 #include "backends/range_lock.h"
+#include "backends/volume.h"
 
 /* "Will complete through the callback" (the kernel's value). */
 #ifndef EIOCBQUEUED
@@ -206,6 +207,13 @@ struct backend_ops {
 	/* Fill info.  Optional. */
 	int (*info)(struct backend *b, struct backend_info *info);
 
+	/* Volumes, scrub, check and stats (backends/volume.h). */
+	/* The volume op set; NULL: the image has one volume only. */
+	const struct backend_volume_ops *volumes;
+	/* Emit the backend's own counters (cow: checksum_errors), each
+	 * once, as key and value.  0 or -errno.  Any thread.  Optional. */
+	int (*stats)(struct backend *b, backend_stat_fn emit, void *opaque);
+
 	/* ---- filters (stacking) ---- */
 	/* Stacked on b->inner: NULL ops forward there (see above). */
 	bool is_filter;
@@ -225,10 +233,6 @@ struct backend {
 	struct backend_limits limits;
 	struct range_lock_tree range_locks;	/* used by backends/dio.c */
 	struct dio_stats dio_stats;
-	/* Blocks that failed verification and were returned as -EIO, never
-	 * as data: a backend that checksums counts them here (cow); the
-	 * daemon reports them per node. */
-	_Atomic uint64_t checksum_errors;
 	void *priv;			/* the backend's */
 	/* ---- filters ---- */
 	/* The backend below a filter (owned: closed after it); NULL for a

@@ -45,6 +45,8 @@ int backend_ops_check(const struct backend_ops *ops)
 	if (!ops->open || !ops->close || !ops->get_size ||
 	    !ops->direct_IO_bvec)
 		return -EINVAL;
+	if (ops->volumes && !backend_volume_ops_complete(ops->volumes))
+		return -EINVAL;
 	return 0;
 }
 

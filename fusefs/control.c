@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/cow/cow.h"
+#include "backends/volume.h"
 #include "fusefs/spec.h"
 
 #define CTL_MAX_COMMAND 4096
@@ -494,7 +494,9 @@ static int ctl_snapshot(struct dioloop_fs *fs, int argc, char **argv,
 			bool writable, GString *reply)
 {
 	const char *cmd = writable ? "clone" : "snapshot";
+	g_autoptr(GError) error = NULL;
 	struct dioloop_node *node;
+	struct backend *vb;
 	int ret;
 
 	if (argc != 2) {
@@ -503,10 +505,10 @@ static int ctl_snapshot(struct dioloop_fs *fs, int argc, char **argv,
 		return -EINVAL;
 	}
 	if (!argv[1][0] || strchr(argv[1], '@') || strchr(argv[1], '/') ||
-	    strlen(argv[1]) > COW_VOLUME_NAME_MAX) {
+	    strlen(argv[1]) > BACKEND_VOLUME_NAME_MAX) {
 		g_string_append_printf(reply, "%s: bad volume name '%s': 1 to "
 				       "%d bytes, no '@' or '/'\n", cmd,
-				       argv[1], COW_VOLUME_NAME_MAX);
+				       argv[1], BACKEND_VOLUME_NAME_MAX);
 		return -EINVAL;
 	}
 	ret = ctl_cow_node(fs, cmd, argv[0], &node, reply);
@@ -515,8 +517,9 @@ static int ctl_snapshot(struct dioloop_fs *fs, int argc, char **argv,
 	/* Point in time: every write the node acknowledged is in, none is
 	 * half-way through the backend. */
 	dioloop_node_drain_begin(node);
-	ret = cow_snapshot(dioloop_node_cow_backend(node->b), argv[1],
-			   writable);
+	vb = dioloop_node_volume_backend(node->b);
+	ret = writable ? backend_volume_clone(vb, argv[1], &error) :
+			 backend_volume_snapshot(vb, argv[1], &error);
 	dioloop_node_drain_end(node);
 	if (ret == 0) {
 		g_string_append_printf(reply, "%s@%s\n", node->image, argv[1]);
@@ -528,7 +531,7 @@ static int ctl_snapshot(struct dioloop_fs *fs, int argc, char **argv,
 				       ret == -EEXIST ? "the name is taken" :
 				       ret == -EINVAL ? "bad volume name" :
 				       ret == -EROFS ? "the image is read-only" :
-				       g_strerror(-ret));
+				       error->message);
 	}
 	ctl_cow_node_put(fs, node);
 	return ret;
@@ -540,6 +543,7 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 {
 	bool scrubbing;
 	struct dioloop_node *node, *img;
+	g_autoptr(GError) error = NULL;
 	struct backend *b;
 	g_autofree char *volume = NULL;
 	int ret;
@@ -581,8 +585,8 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 	if (ret < 0)
 		return ret;
 	b = dioloop_node_backend_get(img);
-	ret = b ? cow_delete_volume(dioloop_node_cow_backend(b), volume) :
-		  -ENOENT;
+	ret = b ? backend_volume_delete(dioloop_node_volume_backend(b), volume,
+					&error) : -ENOENT;
 	if (b)
 		dioloop_node_backend_put(img);
 	dioloop_node_forget(fs, img->ino, 1);
@@ -608,7 +612,8 @@ struct ctl_scrub {
 };
 
 /* Publish progress for scrub-status and stats.json.  Control thread. */
-static bool ctl_scrub_progress(void *opaque, const struct cow_scrub_progress *p)
+static bool ctl_scrub_progress(void *opaque,
+			       const struct backend_scrub_progress *p)
 {
 	struct ctl_scrub *sc = opaque;
 
@@ -621,7 +626,7 @@ static bool ctl_scrub_progress(void *opaque, const struct cow_scrub_progress *p)
 }
 
 /* One bad block: a line of the reply.  Control thread. */
-static void ctl_scrub_bad(void *opaque, const struct cow_bad_block *bad)
+static void ctl_scrub_bad(void *opaque, const struct backend_bad_block *bad)
 {
 	struct ctl_scrub *sc = opaque;
 
@@ -637,7 +642,8 @@ static void ctl_scrub_bad(void *opaque, const struct cow_bad_block *bad)
 static int ctl_scrub(struct dioloop_fs *fs, int argc, char **argv,
 		     GString *reply)
 {
-	struct cow_scrub_progress res = { 0 };
+	struct backend_scrub_progress res = { 0 };
+	g_autoptr(GError) error = NULL;
 	struct dioloop_node *node;
 	struct ctl_scrub sc = { .fs = fs };
 	bool busy;
@@ -670,8 +676,9 @@ static int ctl_scrub(struct dioloop_fs *fs, int argc, char **argv,
 	ret = dioloop_io_long_begin(fs);
 	if (ret == 0) {
 		g_message("%s: scrub started", node->image);
-		ret = cow_scrub(dioloop_node_cow_backend(node->b),
-				ctl_scrub_progress, ctl_scrub_bad, &sc, &res);
+		ret = backend_volume_scrub(
+			dioloop_node_volume_backend(node->b),
+			ctl_scrub_progress, ctl_scrub_bad, &sc, &res, &error);
 		dioloop_io_long_end(fs);
 	}
 	g_mutex_lock(&fs->lock);
@@ -692,7 +699,8 @@ static int ctl_scrub(struct dioloop_fs *fs, int argc, char **argv,
 		g_string_append_len(reply, sc.bad->str, (gssize)sc.bad->len);
 	} else {
 		g_string_append_printf(reply, "scrub: %s: %s\n", argv[0],
-				       g_strerror(-ret));
+				       error ? error->message :
+					       g_strerror(-ret));
 	}
 	g_string_free(sc.bad, TRUE);
 	ctl_cow_node_put(fs, node);

@@ -269,7 +269,7 @@ int dioloop_node_close_volume(struct dioloop_fs *fs, struct dioloop_node *node);
 /* Split a node name IMAGE@VOLUME at its last '@': false when name has no
  * such form (no '@', or an empty or bad part). */
 bool dioloop_volume_split(const char *name, char **image, char **volume);
-/* The volumes of a cow image (GArray of struct cow_volume_info, free
+/* The volumes of a cow image (GArray of struct backend_volume_info, free
  * with g_array_unref): 0, -EOPNOTSUPP (not a cow image) or -errno.
  * Worker or FUSE thread (may open the image). */
 int dioloop_volumes_list(struct dioloop_fs *fs, const char *image,
@@ -277,8 +277,14 @@ int dioloop_volumes_list(struct dioloop_fs *fs, const char *image,
 /* Append IMAGE@VOLUME for every named volume of the cow images in names
  * (which holds image names) that is not already in names. */
 void dioloop_volumes_add_names(struct dioloop_fs *fs, GPtrArray *names);
-/* The cow backend under a node's filters (b: the node's). */
-struct backend *dioloop_node_cow_backend(struct backend *b);
+/* The backend of a node's stack that has the volume op set (b: the
+ * node's), walking down its filters; NULL: the image has one volume. */
+struct backend *dioloop_node_volume_backend(struct backend *b);
+/* Whether image has a volume called volume, and what it is (*info may
+ * be NULL): 0, -ENOENT (no such volume, or the image has one volume
+ * only) or -errno. */
+int dioloop_volumes_find(struct dioloop_fs *fs, const char *image,
+			 const char *volume, struct backend_volume_info *info);
 
 /* I/O admission: hold off while a resize drains the node. */
 void dioloop_node_io_begin(struct dioloop_node *node);

@@ -578,8 +578,9 @@ static int migrate_check_node(struct dioloop_fs *fs, struct dioloop_node *node,
 		struct backend *b = dioloop_node_backend_get(node);
 		GArray *vols = g_array_new(FALSE, TRUE,
 					   sizeof(struct cow_volume_info));
-		int ret = b ? cow_list_volumes(dioloop_node_cow_backend(b),
-					       vols) : -ENOENT;
+		int ret = b ? backend_volume_list(
+					dioloop_node_volume_backend(b),
+					vols, NULL) : -ENOENT;
 		guint n = vols->len;
 
 		if (b)

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "backends/aio.h"
-#include "backends/cow/cow.h"
+#include "backends/volume.h"
 #include "fusefs/fs.h"
 #include "fusefs/imagelock.h"
 #include "fusefs/remote.h"
@@ -282,8 +282,9 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 		file.fd = (*lock)->fd;
 		args.file = &file;
 	}
-	type = src->volume ? "cow" : backend_probe_args(&args);
-	*cow = !strcmp(type, "cow");
+	/* By content, for a volume too: its image is one whose backend has
+	 * volumes (dioloop_volume_check found the volume there). */
+	type = backend_probe_args(&args);
 	args.flags = (*readonly ? BACKEND_OPEN_RDONLY : 0) |
 		     (fs->opts.growable ? BACKEND_OPEN_GROWABLE : 0) |
 		     (fs->opts.sync ? BACKEND_OPEN_SYNC : 0);
@@ -302,8 +303,10 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 		goto out_put_lock;
 	if (src->snapshot || (image->flags & BACKEND_OPEN_RDONLY))
 		*readonly = true;
+	*cow = backend_has_volumes(image);
 	if (*cow && fs->opts.commit_ms >= 0)
-		cow_set_commit_interval(image, (unsigned int)fs->opts.commit_ms);
+		backend_volume_set_commit_interval(
+			image, (unsigned int)fs->opts.commit_ms, NULL);
 	if (!dioloop_mount_wants_fault(fs, src->name)) {
 		*b = image;
 		return 0;
@@ -381,24 +384,11 @@ static int dioloop_node_resolve(struct dioloop_fs *fs, const char *name,
 static int dioloop_volume_check(struct dioloop_fs *fs,
 				struct dioloop_node_src *src)
 {
-	GArray *vols = NULL;
-	int ret = dioloop_volumes_list(fs, src->image, &vols);
-	guint i;
+	struct backend_volume_info v;
+	int ret = dioloop_volumes_find(fs, src->image, src->volume, &v);
 
-	if (ret < 0)
-		return ret == -EOPNOTSUPP ? -ENOENT : ret;
-	ret = -ENOENT;
-	for (i = 0; i < vols->len; i++) {
-		struct cow_volume_info *v =
-			&g_array_index(vols, struct cow_volume_info, i);
-
-		if (!strcmp(v->name, src->volume)) {
-			src->snapshot = v->snapshot;
-			ret = 0;
-			break;
-		}
-	}
-	g_array_unref(vols);
+	if (ret == 0)
+		src->snapshot = v.snapshot;
 	return ret;
 }
 

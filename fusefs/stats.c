@@ -3,6 +3,7 @@
 #include "fusefs/stats.h"
 
 #include <json-glib/json-glib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "backends/filter_fault.h"
@@ -214,6 +215,60 @@ static void add_engine(JsonBuilder *jb, struct backend *inner)
 	json_builder_end_object(jb);
 }
 
+/* The counters the backends of a node's stack emit (backend_stats). */
+struct backend_counters {
+	GPtrArray *keys;		/* char *, in the order emitted */
+	GArray *values;			/* uint64_t, one per key */
+};
+
+/* Keep one emitted counter (backend_stat_fn). */
+static void collect_counter(void *opaque, const char *key, uint64_t value)
+{
+	struct backend_counters *bc = opaque;
+
+	g_ptr_array_add(bc->keys, g_strdup(key));
+	g_array_append_val(bc->values, value);
+}
+
+/* The sum of the counters called key (0: none emitted). */
+static uint64_t counter_sum(const struct backend_counters *bc,
+			    const char *key)
+{
+	uint64_t sum = 0;
+	guint i;
+
+	for (i = 0; i < bc->keys->len; i++)
+		if (!strcmp(bc->keys->pdata[i], key))
+			sum += g_array_index(bc->values, uint64_t, i);
+	return sum;
+}
+
+/* "checksum_errors" (0 when no backend counts them), then "backend":
+ * every counter the stack emitted, as it came. */
+static void add_backend_counters(JsonBuilder *jb, struct backend *b)
+{
+	struct backend_counters bc = {
+		.keys = g_ptr_array_new_with_free_func(g_free),
+		.values = g_array_new(FALSE, FALSE, sizeof(uint64_t)),
+	};
+	guint i;
+
+	/* Filters without counters of their own forward to the backend
+	 * below (backend_stats), so the top of the stack reports it all. */
+	backend_stats(b, collect_counter, &bc);
+	add_uint(jb, "checksum_errors", counter_sum(&bc, "checksum_errors"));
+	if (bc.keys->len) {
+		json_builder_set_member_name(jb, "backend");
+		json_builder_begin_object(jb);
+		for (i = 0; i < bc.keys->len; i++)
+			add_uint(jb, bc.keys->pdata[i],
+				 g_array_index(bc.values, uint64_t, i));
+		json_builder_end_object(jb);
+	}
+	g_ptr_array_unref(bc.keys);
+	g_array_unref(bc.values);
+}
+
 /* A cow node's container: its scrub, when one runs or ran. */
 static void add_scrub(JsonBuilder *jb, struct dioloop_fs *fs,
 		      struct dioloop_node *node)
@@ -283,8 +338,7 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 	add_uint(jb, "in_flight",
 		 (uint64_t)MAX(atomic_load(&s->in_flight), (int64_t)0));
 	add_errors(jb, s);
-	add_uint(jb, "checksum_errors", ld(&b->checksum_errors) +
-					 ld(&inner->checksum_errors));
+	add_backend_counters(jb, b);
 	if (node->cow)
 		add_scrub(jb, fs, node);
 

@@ -14,7 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "backends/cow/cow.h"
+#include "backends/volume.h"
 #include "fusefs/fs.h"
 
 bool dioloop_volume_split(const char *name, char **image, char **volume)
@@ -22,7 +22,7 @@ bool dioloop_volume_split(const char *name, char **image, char **volume)
 	const char *at = strrchr(name, '@');
 
 	if (!at || at == name || at[1] == '\0' ||
-	    strlen(at + 1) > COW_VOLUME_NAME_MAX)
+	    strlen(at + 1) > BACKEND_VOLUME_NAME_MAX)
 		return false;
 	*image = g_strndup(name, (gsize)(at - name));
 	if (!dioloop_is_image_name(*image)) {
@@ -33,16 +33,18 @@ bool dioloop_volume_split(const char *name, char **image, char **volume)
 	return true;
 }
 
-struct backend *dioloop_node_cow_backend(struct backend *b)
+struct backend *dioloop_node_volume_backend(struct backend *b)
 {
-	return backend_below_filters(b);
+	while (b && !backend_has_volumes(b))
+		b = b->ops->is_filter ? b->inner : NULL;
+	return b;
 }
 
 int dioloop_volumes_list(struct dioloop_fs *fs, const char *image,
 			 GArray **out)
 {
 	struct dioloop_node *node;
-	struct backend *b;
+	struct backend *b, *vb;
 	GArray *vols;
 	int ret;
 
@@ -59,8 +61,9 @@ int dioloop_volumes_list(struct dioloop_fs *fs, const char *image,
 		dioloop_node_forget(fs, node->ino, 1);
 		return -ENOENT;
 	}
-	vols = g_array_new(FALSE, TRUE, sizeof(struct cow_volume_info));
-	ret = cow_list_volumes(dioloop_node_cow_backend(b), vols);
+	vols = g_array_new(FALSE, TRUE, sizeof(struct backend_volume_info));
+	vb = dioloop_node_volume_backend(b);
+	ret = vb ? backend_volume_list(vb, vols, NULL) : -EOPNOTSUPP;
 	dioloop_node_backend_put(node);
 	dioloop_node_forget(fs, node->ino, 1);
 	if (ret < 0) {
@@ -69,6 +72,25 @@ int dioloop_volumes_list(struct dioloop_fs *fs, const char *image,
 	}
 	*out = vols;
 	return 0;
+}
+
+int dioloop_volumes_find(struct dioloop_fs *fs, const char *image,
+			 const char *volume, struct backend_volume_info *info)
+{
+	struct dioloop_node *node;
+	struct backend *b, *vb;
+	int ret;
+
+	ret = dioloop_node_lookup(fs, image, &node);
+	if (ret < 0)
+		return ret;
+	b = node->volume ? NULL : dioloop_node_backend_get(node);
+	vb = b ? dioloop_node_volume_backend(b) : NULL;
+	ret = vb ? backend_volume_lookup(vb, volume, info, NULL) : -ENOENT;
+	if (b)
+		dioloop_node_backend_put(node);
+	dioloop_node_forget(fs, node->ino, 1);
+	return ret == -EOPNOTSUPP ? -ENOENT : ret;
 }
 
 void dioloop_volumes_add_names(struct dioloop_fs *fs, GPtrArray *names)
@@ -86,8 +108,8 @@ void dioloop_volumes_add_names(struct dioloop_fs *fs, GPtrArray *names)
 		if (dioloop_volumes_list(fs, image, &vols) < 0)
 			continue;
 		for (j = 0; j < vols->len; j++) {
-			struct cow_volume_info *v =
-				&g_array_index(vols, struct cow_volume_info, j);
+			struct backend_volume_info *v =
+				&g_array_index(vols, struct backend_volume_info, j);
 			char *name;
 
 			if (!v->name[0])

@@ -13,27 +13,12 @@
 
 #include <stdint.h>
 
-struct cow_check_result {
-	uint64_t generation;		/* the superblock checked */
-	uint64_t nr_blocks;
-	uint64_t used_blocks;		/* non-zero counts */
-	uint64_t pages;			/* distinct metadata pages reachable */
-	uint64_t data_blocks;		/* distinct data blocks referenced */
-	uint64_t volumes;
-	uint64_t errors;		/* problems found, leaks included */
-	uint64_t leaked;		/* blocks counted more than referenced */
-	uint64_t bad_data;		/* COW_CHECK_DATA: checksum mismatches */
-};
+#include "backends/volume.h"
 
-enum cow_check_flags {
-	/* Also read every referenced data block and verify its checksum
-	 * (an offline scrub); each mismatch is a problem naming the
-	 * volume, logical and physical block. */
-	COW_CHECK_DATA = 1 << 0,
-};
-
-/* Receives each problem as one line (the first 100 at most). */
-typedef void (*cow_check_report_t)(void *opaque, const char *msg);
+/* The core's check types (backends/volume.h) under their cow names. */
+#define cow_check_result backend_check_result
+#define COW_CHECK_DATA BACKEND_CHECK_DATA
+typedef backend_check_report_fn cow_check_report_t;
 
 /*
  * Check the image at path (flags: enum cow_check_flags).  0 when the

@@ -328,7 +328,7 @@ static long verify_read(struct cow_volume *v, struct dio_io *io)
 
 		if (e && e->csum == got[k])
 			continue;
-		atomic_fetch_add(&v->b->checksum_errors, 1);
+		atomic_fetch_add(&v->checksum_errors, 1);
 		g_warning("%s: volume %s: checksum mismatch in logical block %llu (byte %llu), physical block %llu: expected %016llx, read %016llx",
 			  c->meta.path, cow_volume_label(&v->vol),
 			  (unsigned long long)(e ? e->lbn : 0),
@@ -412,7 +412,7 @@ static void cow_io_done(struct dioloop_aio_req *areq, long res)
 			install_write(v, io);
 		}
 	} else if (res >= 0 && !io->write) {
-		atomic_fetch_add(&v->b->checksum_errors, 1);
+		atomic_fetch_add(&v->checksum_errors, 1);
 		g_warning("%s: truncated image: data block %llu is past the end of the file",
 			  c->meta.path,
 			  (unsigned long long)((io->phys + (uint64_t)res) >>
@@ -770,7 +770,7 @@ void cow_get_stats(struct backend *b, struct cow_stats *st)
 	st->used_blocks = as.used;
 	st->pinned_blocks = as.pinned;
 	st->commits = atomic_load(&c->commits);
-	st->csum_errors = atomic_load(&b->checksum_errors);
+	st->csum_errors = atomic_load(&v->checksum_errors);
 	st->meta_errors = atomic_load(&c->meta_errors);
 	st->csum_type = c->meta.csum_type;
 	st->failed = atomic_load(&c->failed);
@@ -859,4 +859,6 @@ const struct backend_ops cow_backend_ops = {
 	.map = cow_map,
 	.clone_range = cow_clone_range,
 	.info = cow_info,
+	.volumes = &cow_volume_ops,
+	.stats = cow_stats,
 };

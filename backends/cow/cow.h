@@ -3,8 +3,11 @@
  * The "cow" backend (btrfs-like): copy-on-write images with per-block
  * checksums, in the format of backends/cow/FORMAT.md.  Opened through
  * backend_open("cow", ...); the ops table is cow_backend_ops.  Images are
- * created with cow_format() (format.h).  Exported here: recognising an
- * image, its statistics, the commit interval, and test hooks.
+ * created with cow_format() (format.h).  Volumes, scrub, check and the
+ * counters are reached through the table (backends/volume.h); what is
+ * exported here is for the cow folder, the registry and tests:
+ * recognising an image, its statistics, the commit interval, and test
+ * hooks.
  */
 #ifndef DIOLOOP_COW_H
 #define DIOLOOP_COW_H
@@ -15,6 +18,7 @@
 #include <glib.h>
 
 #include "backends/backend.h"
+#include "backends/volume.h"
 
 extern const struct backend_ops cow_backend_ops;
 
@@ -31,8 +35,8 @@ struct cow_stats {
 	uint64_t used_blocks;		/* container blocks referenced */
 	uint64_t pinned_blocks;		/* freed, not reusable yet */
 	uint64_t commits;		/* commits since open */
-	uint64_t csum_errors;		/* data blocks that failed their check
-					 * (also in b->checksum_errors) */
+	uint64_t csum_errors;		/* data blocks of this volume that
+					 * failed their check */
 	uint64_t meta_errors;		/* metadata pages that failed theirs */
 	uint8_t csum_type;		/* enum cow_csum_type */
 	bool failed;			/* a commit failed: read-only until reopened */
@@ -60,19 +64,16 @@ void cow_set_commit_interval(struct backend *b, unsigned int ms);
  * read-only whatever the flags say.
  */
 
-#define COW_VOLUME_NAME_MAX 39		/* bytes, UTF-8, no '/', '@' or NUL */
+/* The core's volume types (backends/volume.h) under their cow names. */
+#define COW_VOLUME_NAME_MAX BACKEND_VOLUME_NAME_MAX
+#define cow_volume_info backend_volume_info
+#define cow_scrub_progress backend_scrub_progress
+#define cow_bad_block backend_bad_block
+typedef backend_scrub_progress_fn cow_scrub_progress_t;
+typedef backend_scrub_bad_fn cow_scrub_bad_t;
 
-struct cow_volume_info {
-	uint64_t id;
-	char name[COW_VOLUME_NAME_MAX + 1];	/* "" for the default volume */
-	bool snapshot;			/* read-only */
-	uint64_t parent;		/* id it was taken from (0: none) */
-	uint64_t size;			/* logical bytes */
-	uint64_t mapped_blocks;		/* blocks that are not holes */
-	uint64_t create_generation;
-	uint64_t create_time;		/* Unix seconds */
-	bool open;			/* open in this process */
-};
+/* The volume op set of cow_backend_ops (volume_ops.c). */
+extern const struct backend_volume_ops cow_volume_ops;
 
 /* True when name is acceptable for a new volume. */
 bool cow_volume_name_valid(const char *name);
@@ -105,33 +106,12 @@ int cow_delete_volume(struct backend *b, const char *name);
 
 /* ---- scrub: verify every data block of every volume ---- */
 
-struct cow_scrub_progress {
-	uint64_t done;			/* mapped blocks verified so far */
-	uint64_t total;			/* mapped blocks of every volume */
-	uint64_t bad;			/* mismatches so far */
-};
-
-struct cow_bad_block {
-	uint64_t volume_id;
-	char volume[COW_VOLUME_NAME_MAX + 1];
-	uint64_t lbn, pbn;
-	int error;			/* -EIO (read failed) or -EBADMSG
-					 * (checksum mismatch) */
-};
-
-/* Called now and then with progress; return false to stop the scrub
- * (cow_scrub then returns -ECANCELED). */
-typedef bool (*cow_scrub_progress_t)(void *opaque,
-				     const struct cow_scrub_progress *p);
-/* Called once per bad block found. */
-typedef void (*cow_scrub_bad_t)(void *opaque, const struct cow_bad_block *bad);
-
 /*
  * Read and verify every mapped block of every volume of b's container
  * (a block shared by several volumes is read once and reported for
  * each), while the volumes stay in use: changes since the last commit are
  * seen, and no block is reused while being checked.  Bad blocks are also
- * counted in b->checksum_errors of open volumes and logged.  0 when the
+ * counted in the checksum_errors of open volumes and logged.  0 when the
  * scrub ran to the end (res says what it found), -ECANCELED, or -errno.
  * Worker thread.  Callbacks may be NULL.
  */

@@ -125,7 +125,7 @@ struct cow_container {
 	unsigned int commit_ms;		/* by committer_lock */
 
 	_Atomic uint64_t commits;
-	_Atomic uint64_t meta_errors;	/* data errors: b->checksum_errors */
+	_Atomic uint64_t meta_errors;	/* data errors: v->checksum_errors */
 };
 
 /* One open volume: the backend's priv. */
@@ -140,6 +140,9 @@ struct cow_volume {
 	struct cow_tree map;		/* its block map; by map_lock */
 	bool entry_dirty;		/* vol changed (size, ...); by map_lock */
 	_Atomic uint64_t size;		/* vol.size, readable without lock */
+	/* Data blocks of this volume that failed verification and were
+	 * returned as -EIO (reads and scrubs); reported by cow_stats. */
+	_Atomic uint64_t checksum_errors;
 };
 
 /* A block in flight: what a read expects, or where a write's checksum
@@ -230,5 +233,7 @@ int cow_open(struct backend *b, const struct backend_open_args *args);
 void cow_close(struct backend *b);
 ssize_t cow_clone_range(struct backend *src, uint64_t src_pos,
 			struct backend *dst, uint64_t dst_pos, uint64_t len);
+/* backend_ops.stats of cow (volume_ops.c). */
+int cow_stats(struct backend *b, backend_stat_fn emit, void *opaque);
 
 #endif

@@ -293,7 +293,7 @@ static void report_bad(struct scrub *s, struct scrub_vol *sv,
 	g_mutex_lock(&c->map_lock);
 	v = scrub_open_volume(c, sv->id);
 	if (v)
-		atomic_fetch_add(&v->b->checksum_errors, 1);
+		atomic_fetch_add(&v->checksum_errors, 1);
 	g_mutex_unlock(&c->map_lock);
 	g_warning("%s: volume %s lbn %llu pbn %llu: %s", c->meta.path,
 		  cow_volume_label(&sv->e), (unsigned long long)b->lbn,

@@ -20,11 +20,10 @@
 
 #include "backends/backend.h"
 #include "backends/sparse_copy.h"
-#include "backends/cow/cow.h"
 #include "backends/cow/format.h"
+#include "backends/volume.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/cli/control_client.h"
-#include "fusefs/imagelock.h"
 #include "fusefs/cli/progress.h"
 #include "fusefs/remote.h"
 
@@ -78,35 +77,14 @@ static int copy_data(struct convert *c, const char **what)
 
 /*
  * Whether SRC may be read while its image lock is held by a writer: only
- * a cow snapshot, which nothing changes.  b: SRC opened read-only.
+ * a snapshot volume, which nothing changes.  b: SRC opened read-only.
  */
-static bool is_cow_snapshot(struct backend *b, const char *volume)
+static bool is_snapshot(struct backend *b, const char *volume)
 {
-	GArray *vols;
-	bool snap = false;
-	guint i;
+	struct backend_volume_info v;
 
-	if (!volume || !volume[0])
-		return false;
-	vols = g_array_new(FALSE, TRUE, sizeof(struct cow_volume_info));
-	if (cow_list_volumes(b, vols) == 0)
-		for (i = 0; i < vols->len; i++) {
-			const struct cow_volume_info *v = &g_array_index(
-				vols, struct cow_volume_info, i);
-
-			if (!strcmp(v->name, volume))
-				snap = v->snapshot;
-		}
-	g_array_free(vols, TRUE);
-	return snap;
-}
-
-/* Take the image lock of a local file path: 0 with *fd (-1: nothing to
- * lock), or -errno after a message. */
-static int lock_path(const char *path, bool readonly, int *fd,
-		     char **holder)
-{
-	return dioloop_image_lock_path(path, &readonly, fd, holder);
+	return volume && volume[0] &&
+	       backend_volume_lookup(b, volume, &v, NULL) == 0 && v.snapshot;
 }
 
 /* Open SRC read-only under a read lock (a cow snapshot also without
@@ -118,23 +96,17 @@ static int open_source(struct dioloop_image_ref *ref, struct backend **b,
 	bool busy = false;
 	int ret;
 
-	*lock_fd = -1;
-	if (ref->image && !strstr(ref->image, "://")) {
-		ret = lock_path(ref->image, true, lock_fd, &holder);
-		if (ret == -EBUSY)
-			busy = true;
-		else if (ret < 0 && ret != -ENOENT) {
-			dioloop_err("convert: %s: %s", ref->image,
-				    g_strerror(-ret));
-			return DIOLOOP_EXIT_FAIL;
-		}
-	}
+	ret = dioloop_image_ref_lock("convert", ref, true, lock_fd, &holder);
+	if (ret == -EBUSY)
+		busy = true;
+	else if (ret < 0 && ret != -ENOENT)
+		return DIOLOOP_EXIT_FAIL;
 	ret = dioloop_image_ref_open(ref, BACKEND_OPEN_RDONLY, b, type, &why);
 	if (ret < 0) {
 		dioloop_err("convert: %s", why);
 		return DIOLOOP_EXIT_FAIL;
 	}
-	if (busy && !(!strcmp(*type, "cow") && is_cow_snapshot(*b, ref->volume))) {
+	if (busy && !is_snapshot(*b, ref->volume)) {
 		dioloop_err("convert: %s is in use by %s: unmount it, or take a "
 			    "snapshot and convert IMAGE@SNAPSHOT", ref->image,
 			    holder);
@@ -185,6 +157,7 @@ static bool prepare_nfs_dst(const char *dst,
 static bool prepare_dst(const char *dst, const struct dioloop_image_ref *src,
 			bool force, int *lock_fd, int *status)
 {
+	struct dioloop_image_ref dst_ref = { .image = (char *)dst };
 	g_autofree char *holder = NULL;
 	struct stat st, sst;
 	int ret;
@@ -219,13 +192,14 @@ static bool prepare_dst(const char *dst, const struct dioloop_image_ref *src,
 		dioloop_err("convert: %s is not a regular file", dst);
 		return false;
 	}
-	ret = lock_path(dst, false, lock_fd, &holder);
-	if (ret < 0) {
+	ret = dioloop_image_ref_lock("convert", &dst_ref, false, lock_fd,
+				     &holder);
+	if (ret == -EBUSY || ret == -ENOENT)
 		dioloop_err("convert: %s: %s", dst, ret == -EBUSY ?
 			    "in use (by a mount?); not replaced" :
 			    g_strerror(-ret));
+	if (ret < 0)
 		return false;
-	}
 	if (unlink(dst) < 0) {
 		dioloop_err("convert: %s: %s", dst, g_strerror(errno));
 		return false;

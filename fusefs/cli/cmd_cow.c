@@ -18,11 +18,9 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "backends/cow/check.h"
-#include "backends/cow/cow.h"
+#include "backends/volume.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/cli/control_client.h"
-#include "fusefs/imagelock.h"
 #include "fusefs/cli/progress.h"
 
 #define SCRUB_POLL_US (200 * 1000)
@@ -55,12 +53,21 @@ static int lock_image(const char *cmd, const struct dioloop_image_ref *ref,
 	g_autofree char *holder = NULL;
 	int ret;
 
-	ret = dioloop_image_lock_path(ref->image, &readonly, lock_fd, &holder);
+	ret = dioloop_image_ref_lock(cmd, ref, readonly, lock_fd, &holder);
 	if (ret == -EBUSY)
 		dioloop_err("%s: %s is in use by %s", cmd, ref->image, holder);
-	else if (ret < 0)
+	else if (ret == -ENOENT)
 		dioloop_err("%s: %s: %s", cmd, ref->image, g_strerror(-ret));
 	return ret;
+}
+
+/* Whether the backend called type has volumes, snapshots, scrub and
+ * check (backends/volume.h). */
+static bool has_volumes(const char *type)
+{
+	const struct backend_ops *ops = backend_lookup(type);
+
+	return ops && ops->volumes;
 }
 
 /* The backend that would open ref's image ("cow", "raw"), or NULL after
@@ -123,7 +130,7 @@ static int online_status(int ret)
 
 /* ---- check ---- */
 
-/* Collect a problem line (cow_check_report_t). */
+/* Collect a problem line (backend_check_report_fn). */
 static void check_report(void *opaque, const char *msg)
 {
 	g_ptr_array_add(opaque, g_strdup(msg));
@@ -134,7 +141,8 @@ int dioloop_cmd_check(int argc, char **argv)
 	GOptionEntry entries[] = { { NULL } };
 	g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
 	struct dioloop_image_ref ref;
-	struct cow_check_result res;
+	struct backend_check_result res;
+	g_autoptr(GError) error = NULL;
 	const char *type;
 	int lock_fd = -1, ret, status = DIOLOOP_EXIT_USAGE;
 	guint i;
@@ -158,7 +166,7 @@ int dioloop_cmd_check(int argc, char **argv)
 	type = probe_image("check", &ref);
 	if (!type)
 		goto out;
-	if (strcmp(type, "cow")) {
+	if (!has_volumes(type)) {
 		printf("%s: a %s image: no metadata to check\n", argv[1], type);
 		status = DIOLOOP_EXIT_OK;
 		goto out;
@@ -171,11 +179,11 @@ int dioloop_cmd_check(int argc, char **argv)
 	}
 	if (lock_image("check", &ref, true, &lock_fd) < 0)
 		goto out;
-	ret = cow_check(ref.image, 0, &res, check_report, lines);
+	ret = backend_volume_check(backend_lookup(type), ref.image, 0, &res,
+				   check_report, lines, &error);
 	if (ret < 0) {
 		dioloop_err("check: %s: cannot check: %s", ref.image,
-			    lines->len ? (char *)lines->pdata[lines->len - 1] :
-					 g_strerror(-ret));
+			    error->message);
 		goto out;
 	}
 	for (i = 0; i < lines->len; i++)
@@ -220,7 +228,8 @@ static void add_bad(struct scrub_state *s, const char *volume, uint64_t lbn,
 	s->nr_bad++;
 }
 
-static bool scrub_progress(void *opaque, const struct cow_scrub_progress *p)
+static bool scrub_progress(void *opaque,
+			   const struct backend_scrub_progress *p)
 {
 	struct scrub_state *s = opaque;
 
@@ -229,7 +238,7 @@ static bool scrub_progress(void *opaque, const struct cow_scrub_progress *p)
 	return true;
 }
 
-static void scrub_bad(void *opaque, const struct cow_bad_block *bad)
+static void scrub_bad(void *opaque, const struct backend_bad_block *bad)
 {
 	add_bad(opaque, bad->volume, bad->lbn, bad->pbn,
 		bad->error == -EBADMSG);
@@ -241,7 +250,8 @@ static int scrub_offline(const char *arg, struct dioloop_image_ref *ref,
 {
 	struct scrub_state s = { .bad = g_string_new(NULL) };
 	struct dioloop_image_ref whole = { .image = ref->image };
-	struct cow_scrub_progress res = { 0 };
+	struct backend_scrub_progress res = { 0 };
+	g_autoptr(GError) error = NULL;
 	g_autofree char *why = NULL;
 	int lock_fd, ret, status = DIOLOOP_EXIT_USAGE;
 	const char *type;
@@ -258,13 +268,14 @@ static int scrub_offline(const char *arg, struct dioloop_image_ref *ref,
 	}
 	dioloop_progress_begin(&s.bar, "scrub", DIOLOOP_PROGRESS_BLOCKS, 0,
 			       force);
-	ret = cow_scrub(b, scrub_progress, scrub_bad, &s, &res);
+	ret = backend_volume_scrub(b, scrub_progress, scrub_bad, &s, &res,
+				   &error);
 	s.bar.done = res.done;
 	dioloop_progress_end(&s.bar, ret == 0);
 	backend_close(b);
 	fputs(s.bad->str, stdout);
 	if (ret < 0) {
-		dioloop_err("scrub: %s: %s", ref->image, g_strerror(-ret));
+		dioloop_err("scrub: %s: %s", ref->image, error->message);
 		goto out;
 	}
 	printf("%s: scrubbed %" PRIu64 " blocks, %" PRIu64 " bad\n",
@@ -325,7 +336,7 @@ static int scrub_online(const char *arg, struct dioloop_image_ref *ref,
 	struct scrub_call c = { .ctl = ref->ctl, .reply = g_string_new(NULL) };
 	struct scrub_state s = { .bad = g_string_new(NULL) };
 	uint64_t done = 0, bad = 0, lbn, pbn;
-	char vol[COW_VOLUME_NAME_MAX + 2], kind[16];
+	char vol[BACKEND_VOLUME_NAME_MAX + 2], kind[16];
 	int status = DIOLOOP_EXIT_USAGE;
 	g_auto(GStrv) lines = NULL;
 	GThread *t;
@@ -409,7 +420,7 @@ int dioloop_cmd_scrub(int argc, char **argv)
 	type = probe_image("scrub", &ref);
 	if (!type)
 		goto out;
-	if (strcmp(type, "cow")) {
+	if (!has_volumes(type)) {
 		printf("%s: a %s image: no checksums to verify\n", argv[1],
 		       type);
 		status = DIOLOOP_EXIT_OK;
@@ -430,7 +441,7 @@ static bool check_volume_name(const char *cmd, const char *name)
 
 	if (!name[0])
 		why = "empty";
-	else if (strlen(name) > COW_VOLUME_NAME_MAX)
+	else if (strlen(name) > BACKEND_VOLUME_NAME_MAX)
 		why = "longer than 39 bytes";
 	else if (strpbrk(name, "/@"))
 		why = "it must not contain '/' or '@'";
@@ -441,29 +452,16 @@ static bool check_volume_name(const char *cmd, const char *name)
 	return !why;
 }
 
-/* The exit status for a cow volume operation's error, after a message. */
+/* The exit status for a volume operation's error, after a message. */
 static int volume_error(const char *cmd, const char *image, const char *name,
-			int err)
+			int err, const GError *error)
 {
-	switch (err) {
-	case -EEXIST:
-		dioloop_err("%s: %s: a volume named '%s' exists", cmd, image,
-			    name);
-		return DIOLOOP_EXIT_FAIL;
-	case -ENOENT:
-		dioloop_err("%s: %s: no volume named '%s'", cmd, image, name);
-		return DIOLOOP_EXIT_FAIL;
-	case -EBUSY:
-		dioloop_err("%s: %s: volume '%s' is in use or is the image "
-			    "itself", cmd, image, name);
-		return DIOLOOP_EXIT_FAIL;
-	case -EINVAL:
+	if (err == -EINVAL) {
 		dioloop_err("%s: bad NAME '%s'", cmd, name);
 		return DIOLOOP_EXIT_USAGE;
-	default:
-		dioloop_err("%s: %s: %s", cmd, image, g_strerror(-err));
-		return DIOLOOP_EXIT_FAIL;
 	}
+	dioloop_err("%s: %s: %s", cmd, image, error->message);
+	return DIOLOOP_EXIT_FAIL;
 }
 
 /*
@@ -475,13 +473,14 @@ static int volume_offline(const char *cmd, struct dioloop_image_ref *ref,
 			  const char *name, bool del, bool writable)
 {
 	g_autofree char *why = NULL, *base = NULL;
+	g_autoptr(GError) error = NULL;
 	int lock_fd = -1, ret, status = DIOLOOP_EXIT_FAIL;
 	const char *type = probe_image(cmd, ref);
 	struct backend *b;
 
 	if (!type)
 		return DIOLOOP_EXIT_FAIL;
-	if (strcmp(type, "cow")) {
+	if (!has_volumes(type)) {
 		dioloop_err("%s: %s is a %s image: snapshots and clones need a "
 			    "cow image (dioloop convert --format cow)", cmd,
 			    ref->image, type);
@@ -495,10 +494,15 @@ static int volume_offline(const char *cmd, struct dioloop_image_ref *ref,
 		dioloop_err("%s: %s", cmd, why);
 		goto out;
 	}
-	ret = del ? cow_delete_volume(b, name) : cow_snapshot(b, name, writable);
+	if (del)
+		ret = backend_volume_delete(b, name, &error);
+	else if (writable)
+		ret = backend_volume_clone(b, name, &error);
+	else
+		ret = backend_volume_snapshot(b, name, &error);
 	backend_close(b);
 	if (ret < 0) {
-		status = volume_error(cmd, ref->image, name, ret);
+		status = volume_error(cmd, ref->image, name, ret, error);
 		goto out;
 	}
 	base = g_path_get_basename(ref->image);

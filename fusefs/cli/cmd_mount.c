@@ -31,6 +31,7 @@
 #include "fusefs/lograte.h"
 #include "fusefs/loop.h"
 #include "fusefs/remote.h"
+#include "fusefs/session_io.h"
 #include "fusefs/spec.h"
 
 #define DIOLOOP_DEFAULT_QUEUE_DEPTH 128
@@ -556,6 +557,13 @@ static int run_mount(struct mount_state *ms, const char *source,
 			    "a directory, is it already in use?)", mountpoint);
 		ret = DIOLOOP_EXIT_FAIL;
 		goto out_session;
+	}
+	ret = dioloop_session_io_install(ms->fs.se);
+	if (ret < 0) {
+		dioloop_err("mount: cannot hook the FUSE session's I/O: %s",
+			    g_strerror(-ret));
+		ret = DIOLOOP_EXIT_FAIL;
+		goto out_unmount;
 	}
 	ret = dioloop_io_start(&ms->fs);
 	if (ret < 0) {

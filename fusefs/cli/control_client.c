@@ -13,6 +13,7 @@
 #include "fusefs/cli/commands.h"
 #include "fusefs/control.h"
 #include "fusefs/cli/control_client.h"
+#include "fusefs/imagelock.h"
 
 #define CTL_REPLY_MAX (4 << 20)	/* a scrub lists every bad block */
 /* The file system type and source prefix of a dioloop mount in
@@ -332,5 +333,20 @@ int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
 	} else if (ret < 0) {
 		*why = g_strdup_printf("%s: %s", ref->image, g_strerror(-ret));
 	}
+	return ret;
+}
+
+int dioloop_image_ref_lock(const char *cmd, const struct dioloop_image_ref *ref,
+			   bool readonly, int *lock_fd, char **holder)
+{
+	int ret;
+
+	*lock_fd = -1;
+	*holder = NULL;
+	if (!ref->image || strstr(ref->image, "://"))
+		return 0;
+	ret = dioloop_image_lock_path(ref->image, &readonly, lock_fd, holder);
+	if (ret < 0 && ret != -EBUSY && ret != -ENOENT)
+		dioloop_err("%s: %s: %s", cmd, ref->image, g_strerror(-ret));
 	return ret;
 }

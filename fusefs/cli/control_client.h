@@ -67,4 +67,14 @@ int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
 			   unsigned int flags, struct backend **b,
 			   const char **type, char **why);
 
+/*
+ * Take the image lock of ref's image, as the daemon does for every image
+ * it serves (a write lock unless readonly): 0 with *lock_fd (close it to
+ * let go; -1 for a URL, which has no local lock); -EBUSY with *holder
+ * naming the process that holds it (g_free it); -ENOENT when the file is
+ * missing; or another -errno after a message "CMD: IMAGE: reason".
+ */
+int dioloop_image_ref_lock(const char *cmd, const struct dioloop_image_ref *ref,
+			   bool readonly, int *lock_fd, char **holder);
+
 #endif

@@ -199,9 +199,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cow_get_stats(b, &st);
 		poke_volume(b, data, size);
 		poke_other_volumes(b, data, size);
+		cow_get_stats(b, &st);
 		if (verbose)
 			fprintf(stderr, "read: %llu checksum errors\n",
-				(unsigned long long)b->checksum_errors);
+				(unsigned long long)st.csum_errors);
 		backend_close(b);
 	}
 	return 0;

@@ -218,6 +218,36 @@ def cmd_copy(a):
             os.close(fout)
 
 
+def cmd_copy_race(a):
+    """copy-race IN OUT... : one thread per OUT, each with its own pair of
+    open files, calls copy_file_range() of 64 KiB from IN to its OUT at the
+    same moment; prints how many copied all of it."""
+    import threading
+    fds = [(os.open(a[0], os.O_RDONLY), os.open(out, os.O_WRONLY))
+           for out in a[1:]]
+    n = len(fds)
+    barrier = threading.Barrier(n)
+    done = [0] * n
+
+    def one(k):
+        fin, fout = fds[k]
+        barrier.wait()
+        try:
+            done[k] = os.copy_file_range(fin, fout, 65536, 0, 0)
+        except OSError:
+            done[k] = -1
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for fin, fout in fds:
+        os.close(fin)
+        os.close(fout)
+    return "ok %d" % sum(1 for d in done if d == 65536)
+
+
 def cmd_mmap_read(a):
     """mmap-read FILE shared|private OFF LEN: map, read, print sha256."""
     shared = a[1] == "shared"
@@ -253,6 +283,34 @@ def cmd_mmap_write(a):
     finally:
         if owned:
             os.close(fd)
+
+
+def cmd_mmap_coherent(a):
+    """mmap-coherent FILE OFF LEN SEED: with FILE mapped shared (and its
+    pages read in), pwrite pattern SEED at OFF through another open file,
+    then the mapping must show it; store pattern SEED+1 through the
+    mapping (no msync), then a pread must return it.  Prints ok, or what
+    was stale."""
+    off, length, seed = num(a[1]), num(a[2]), num(a[3])
+    fd = os.open(a[0], os.O_RDWR)
+    other = os.open(a[0], os.O_RDWR)
+    try:
+        m = mmap.mmap(fd, off + length, flags=mmap.MAP_SHARED,
+                      prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        try:
+            m[off:off + length]     # read the pages in
+            os.pwrite(other, pattern(seed, off, length), off)
+            if m[off:off + length] != pattern(seed, off, length):
+                return "err the mapping missed a write through another file"
+            m[off:off + length] = pattern(seed + 1, off, length)
+            if os.pread(other, length, off) != pattern(seed + 1, off, length):
+                return "err a read missed a store through the mapping"
+            return "ok"
+        finally:
+            m.close()
+    finally:
+        os.close(other)
+        os.close(fd)
 
 
 def cmd_write_file(a):
@@ -384,8 +442,10 @@ COMMANDS = {
     "fallocate": (cmd_fallocate, 4),
     "seek": (cmd_seek, 3),
     "copy": (cmd_copy, 5),
+    "copy-race": (cmd_copy_race, 2),
     "mmap-read": (cmd_mmap_read, 4),
     "mmap-write": (cmd_mmap_write, 5),
+    "mmap-coherent": (cmd_mmap_coherent, 4),
     "write-file": (cmd_write_file, 3),
 }
 

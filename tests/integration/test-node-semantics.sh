@@ -6,8 +6,8 @@
 # which images are listed, size, st_blksize, the short read at EOF, fsync,
 # punch hole + SEEK_DATA/SEEK_HOLE, ZERO_RANGE, copy_file_range between
 # nodes, growable nodes (write past EOF, truncate), truncate refused on
-# fixed-size nodes, mmap (private works, shared ENODEV without -o cache,
-# shared works with it), images appearing and disappearing while mounted,
+# fixed-size nodes, mmap (private and shared, with and without -o cache;
+# a shared mapping coherent with direct I/O), images appearing and disappearing while mounted,
 # no creating or removing through the mount, mode and owner mirrored.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -126,9 +126,17 @@ expect_eq "image size after the refused truncates" $((8 * M)) "$(stat -c %s "$SR
 
 it_log "---- mmap without -o cache (direct I/O)"
 expect_io "MAP_PRIVATE read = pread" "$(nodeio pread "$MNT/a.img" 0 65536)" mmap-read "$MNT/a.img" private 0 65536
-expect_io "MAP_SHARED: ENODEV" "err ENODEV" mmap-read "$MNT/a.img" shared 0 65536
 expect_io "MAP_PRIVATE write" "ok" mmap-write "$MNT/a.img" private 0 4096 99
 expect_io "a MAP_PRIVATE write does not reach the node" "ok same" check "$MNT/a.img" 0 4096 5
+# A block device maps shared: so does a node, through the page cache the
+# kernel keeps coherent with the node's direct I/O.
+expect_io "MAP_SHARED read = pread" "$(nodeio pread "$MNT/a.img" 0 65536)" mmap-read "$MNT/a.img" shared 0 65536
+expect_io "MAP_SHARED write + msync" "ok" mmap-write "$MNT/a.img" shared 8192 8192 31
+expect_io "the shared-mapping write reads back through the node" "ok same" check "$MNT/a.img" 8192 8192 31
+expect_io "the shared-mapping write reached the image" "ok same" check "$SRC/a.img" 8192 8192 31
+expect_io "a shared mapping and direct I/O see each other's writes" "ok" mmap-coherent "$MNT/a.img" 16384 8192 33
+expect_io "fsync after the mapping's store" "ok" fsync "$MNT/a.img"
+expect_io "the mapping's store reached the image" "ok same" check "$SRC/a.img" 16384 8192 34
 
 it_log "---- no creating or removing through the mount"
 expect_io "create new.img in the mount" "err EPERM" create "$MNT/new.img"

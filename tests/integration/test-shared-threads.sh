@@ -111,6 +111,25 @@ expect_calls_done() {
 	TAGS=()
 }
 
+# where_calls_wait: where each call of start_call and each thread of the
+# daemon waits now (kernel stack and wait channel), to tell a slow machine
+# from a request stuck on its way.
+where_calls_wait() {
+	local pid child tid
+	for pid in "${CALLS[@]}"; do
+		for child in $(cat /proc/"$pid"/task/*/children 2>/dev/null) "$pid"; do
+			[[ -r /proc/$child/stack ]] || continue
+			it_log "call $pid/$child ($(tr '\0' ' ' </proc/"$child"/cmdline 2>/dev/null | cut -c1-80)): syscall $(cut -d' ' -f1 /proc/"$child"/syscall 2>/dev/null), wchan $(cat /proc/"$child"/wchan 2>/dev/null)"
+			sed 's/^/    | /' /proc/"$child"/stack 2>/dev/null | head -12
+		done
+	done
+	for tid in /proc/"$DAEMON_PID"/task/*; do
+		it_log "daemon thread $(cat "$tid"/comm 2>/dev/null): wchan $(cat "$tid"/wchan 2>/dev/null)"
+	done
+	"$IT_PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); [print("    |", k, json.dumps(v.get("throttle"))) for k, v in d["nodes"].items()]' \
+		"$MNT/.dioloop/stats.json" 2>&1 | head -40
+}
+
 # queued NODE: requests of the node waiting for its limits now.
 queued() {
 	"$IT_PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["nodes"][sys.argv[2]]["throttle"]["queued"])' \
@@ -137,7 +156,8 @@ for ((i = 0; i < 300; i++)); do
 	[[ $n == 15 ]] && break
 	sleep 0.1
 done
-expect_eq "requests waiting in a.img's throttle meanwhile" 15 "$n"
+expect_eq "requests waiting in a.img's throttle meanwhile" 15 "$n" ||
+	where_calls_wait
 expect_quick "dioloop limit a.img bps=off (lift the limit)" \
 	"$DIOLOOP_BIN" limit "$MNT/a.img" bps=off
 expect_calls_done "throttled copies after the limit was lifted" 15
