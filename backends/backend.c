@@ -17,6 +17,7 @@
 #include "backends/backend.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -67,6 +68,24 @@ int backend_check_write(const struct backend *b, uint64_t pos, uint64_t len)
 	if (ret == -EFBIG && !(b->flags & BACKEND_OPEN_GROWABLE))
 		ret = -ENOSPC;
 	return ret;
+}
+
+G_DEFINE_QUARK(dioloop-backend-error-quark, backend_error)
+
+int backend_set_error(GError **error, int err, const char *fmt, ...)
+{
+	g_autofree char *msg = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	msg = g_strdup_vprintf(fmt, ap);
+	va_end(ap);
+	if (error)
+		g_propagate_error(error, g_error_new_literal(BACKEND_ERROR,
+							     -err, msg));
+	else
+		g_warning("%s", msg);
+	return err;
 }
 
 /* Open an image with the named backend.  Control thread. */

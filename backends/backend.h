@@ -3,7 +3,10 @@
  * The backend API: how the core reaches an image.
  *
  * A backend is one ops table (struct backend_ops) registered by name in
- * backends/registry.c and validated once there.  An open image is a
+ * backends/registry.c and validated once there.  The registry chooses
+ * the backend of an image by asking the tables (probe, protocol) and
+ * creates images through them (create); it includes no backend's
+ * header.  An open image is a
  * struct backend: the core owns it, the backend keeps its state in ->priv
  * and fills ->limits at open.
  *
@@ -141,7 +144,33 @@ struct backend_open_args {
 	 * NULL or "" for the image's default volume.  Others refuse a
 	 * non-empty name with -ENOENT. */
 	const char *volume;
+	/* Probe/create block: where open puts its one line for a person when
+	 * it fails (NULL: the backend logs it with g_warning). */
+	GError **error;
 };
+
+/* ---- probe, protocol and create (the registry asks the tables) ---- */
+
+/* What probe looks at: an image file, never a URL. */
+struct backend_probe_args {
+	const char *path;		/* the image's name, for messages */
+	int fd;				/* the image, any access mode (O_PATH
+					 * too): probe reads through a new open
+					 * of the same inode */
+};
+
+/* What create makes. */
+struct backend_create_args {
+	const char *path;		/* a new file (never replaced) or URL */
+	uint64_t size;			/* logical bytes, a multiple of the
+					 * backend's create_align */
+	const char *checksum;		/* one of ops->checksums; NULL: the
+					 * backend's default */
+};
+
+/* The domain of the GErrors backends set; the code is a positive errno. */
+#define BACKEND_ERROR backend_error_quark()
+GQuark backend_error_quark(void);
 
 /* One extent from map(): [pos, pos + len) is all data or all hole. */
 struct backend_extent {
@@ -168,8 +197,9 @@ struct dio_stats {
 struct backend_ops {
 	const char *name;
 
-	/* Open args->path: fill b->priv and b->limits.  0 or -errno (the
-	 * backend logs why).  Required. */
+	/* Open args->path: fill b->priv and b->limits.  0 or -errno, with
+	 * why in *args->error when given (else logged: backend_set_error).
+	 * Required. */
 	int (*open)(struct backend *b, const struct backend_open_args *args);
 	/* Release everything open took.  Required. */
 	void (*close)(struct backend *b);
@@ -213,6 +243,30 @@ struct backend_ops {
 	/* Emit the backend's own counters (cow: checksum_errors), each
 	 * once, as key and value.  0 or -errno.  Any thread.  Optional. */
 	int (*stats)(struct backend *b, backend_stat_fn emit, void *opaque);
+	/* ---- probe, protocol and create (registry.c) ---- */
+	/* The URL scheme this backend serves ("nfs" for nfs://...); NULL:
+	 * it serves files.  A URL goes to its protocol's backend. */
+	const char *protocol;
+	/* How sure the backend is that the file is its image: 0 (not
+	 * mine) up to 100.  The highest score wins.  Optional: never. */
+	int (*probe)(const struct backend_probe_args *p);
+	/* Make a new image (never over an existing one): 0 or -errno with
+	 * the one line for a person in *error.  Optional: -EOPNOTSUPP. */
+	int (*create)(const struct backend_create_args *a, GError **error);
+	/* A created image's size must be a multiple of this (0: 1). */
+	uint32_t create_align;
+	/* Data checksums create accepts, NULL-terminated; NULL: none. */
+	const char *const *checksums;
+	/* Protocols: remove the image at url (undoing a create): 0 or
+	 * -errno with the line in *error. */
+	int (*remove)(const char *url, GError **error);
+	/* Protocols: check a URL's form without reaching the server:
+	 * want_file, an image URL; else a directory URL.  0 or -EINVAL with
+	 * what is wrong in *error. */
+	int (*check_url)(const char *url, bool want_file, GError **error);
+	/* Protocols: append to names (g_free'd) the image names of the
+	 * directory url, sorted.  0 or -errno with the line in *error. */
+	int (*list)(const char *dir_url, GPtrArray *names, GError **error);
 
 	/* ---- filters (stacking) ---- */
 	/* Stacked on b->inner: NULL ops forward there (see above). */
@@ -245,11 +299,43 @@ struct backend {
 const struct backend_ops *backend_lookup(const char *name);
 /* Names of the registered backends, NULL-terminated. */
 const char *const *backend_names(void);
-/* The backend that serves path: "nfs" for an nfs:// URL, "cow" for a
- * file with a cow superblock (either copy), else "raw". */
+/* The backend that serves path: a URL's protocol backend (NULL for a
+ * scheme no backend serves), else the file's highest probe score ("raw"
+ * when none answers, or the file cannot be opened). */
 const char *backend_probe(const char *path);
 /* The same for the image args names (args->file when set, else path). */
 const char *backend_probe_args(const struct backend_open_args *args);
+/* True when s is a URL, SCHEME://...: a letter, then letters, digits,
+ * '+', '-' or '.' up to "://".  The one URL test of the tree. */
+bool backend_is_url(const char *s);
+/* The backend whose protocol is url's scheme; NULL with "URL: unknown
+ * protocol 'X' (known: ...)" in *error (-EPROTONOSUPPORT). */
+const struct backend_ops *backend_for_url(const char *url, GError **error);
+/* Check a URL's form through its protocol backend: 0 or -errno with the
+ * line in *error (an unknown scheme too). */
+int backend_check_url(const char *url, bool want_file, GError **error);
+/* List the images of a directory URL (backend_ops.list): 0 or -errno with
+ * the line in *error. */
+int backend_list_url(const char *dir_url, GPtrArray *names, GError **error);
+/* Create an image of format type at a->path: a URL goes to its protocol
+ * backend (type NULL or "raw": a raw image there; another format cannot
+ * live on a protocol yet: -EOPNOTSUPP).  0 or -errno with the one line in
+ * *error. */
+int backend_create(const char *type, const struct backend_create_args *a,
+		   GError **error);
+/* What backend_create checks before it makes anything: a URL's protocol
+ * and whether format type can live there, else that type is known (not
+ * the URL's form: backend_check_url).  0 or -errno with the line in
+ * *error. */
+int backend_check_create(const char *type, const char *path, GError **error);
+/* Remove a URL's image (backend_ops.remove): 0 or -errno with the line in
+ * *error. */
+int backend_remove_url(const char *url, GError **error);
+/* A failure's one line for a person: into *error (code -err) when the
+ * caller passed error, else logged with g_warning.  Returns err (a
+ * -errno), for "return backend_set_error(...)".  Any thread. */
+int backend_set_error(GError **error, int err, const char *fmt, ...)
+	G_GNUC_PRINTF(3, 4);
 /* Open the image args names with open(2) flags: through args->file (the
  * same inode, checked by dev:ino) or by path.  An fd or -errno. */
 int backend_open_image(const struct backend_open_args *args, int flags);

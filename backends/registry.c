@@ -5,10 +5,11 @@
  * validation is logged and left out, so the core never sees it.
  */
 #include "backends/backend.h"
-#include "backends/cow/cow.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 extern const struct backend_ops raw_backend_ops;
 extern const struct backend_ops fault_backend_ops;
@@ -24,11 +25,11 @@ static const struct backend_ops *const backend_table[] = {
 
 #define BACKEND_TABLE_SIZE G_N_ELEMENTS(backend_table)
 
+/* Room for the test doubles that tests register. */
+#define BACKEND_TEST_SLOTS 4
 /* The tables that passed backend_ops_check, and their names; written once
  * inside g_once (and by backend_register_for_tests before a test's
  * threads start), read-only after. */
-/* Room for the test doubles that tests register. */
-#define BACKEND_TEST_SLOTS 4
 static const struct backend_ops *valid_table[BACKEND_TABLE_SIZE +
 					     BACKEND_TEST_SLOTS];
 static const char *valid_names[BACKEND_TABLE_SIZE + BACKEND_TEST_SLOTS + 1];
@@ -129,16 +130,101 @@ const char *const *backend_names(void)
 	return valid_names;
 }
 
-/* The backend for an image path: "nfs" for an nfs:// URL, "cow" for a
- * file with a cow superblock, else "raw".  Any thread (reads the file's
- * first blocks). */
+bool backend_is_url(const char *s)
+{
+	const char *p;
+
+	if (!s || !g_ascii_isalpha(s[0]))
+		return false;
+	for (p = s + 1; g_ascii_isalnum(*p) || strchr("+-.", *p); p++)
+		if (!*p)
+			return false;
+	return g_str_has_prefix(p, "://");
+}
+
+/* The protocols the registry knows, ", "-separated (g_free it). */
+static char *backend_protocol_list(void)
+{
+	GString *known = g_string_new(NULL);
+	size_t i;
+
+	for (i = 0; i < nr_valid; i++)
+		if (valid_table[i]->protocol)
+			g_string_append_printf(known, "%s%s", known->len ? ", " :
+					       "", valid_table[i]->protocol);
+	return g_string_free(known, FALSE);
+}
+
+const struct backend_ops *backend_for_url(const char *url, GError **error)
+{
+	g_autofree char *known = NULL;
+	size_t len, i;
+
+	backend_registry_once();
+	if (!backend_is_url(url)) {
+		backend_set_error(error, -EINVAL, "%s: not a URL (SCHEME://...)",
+				  url ? url : "(null)");
+		return NULL;
+	}
+	len = strcspn(url, ":");
+	for (i = 0; i < nr_valid; i++) {
+		const char *proto = valid_table[i]->protocol;
+
+		if (proto && strlen(proto) == len &&
+		    !g_ascii_strncasecmp(url, proto, len))
+			return valid_table[i];
+	}
+	known = backend_protocol_list();
+	backend_set_error(error, -EPROTONOSUPPORT,
+			  "%s: unknown protocol '%.*s' (known: %s)", url,
+			  (int)len, url, known[0] ? known : "none");
+	return NULL;
+}
+
+/* The valid table with the highest probe score for the file fd; "raw"'s
+ * name when none answers. */
+static const char *backend_probe_fd(const char *path, int fd)
+{
+	struct backend_probe_args p = { .path = path, .fd = fd };
+	const char *best = "raw";
+	int best_score = 0;
+	size_t i;
+
+	backend_registry_once();
+	for (i = 0; i < nr_valid; i++) {
+		int score;
+
+		if (!valid_table[i]->probe)
+			continue;
+		score = valid_table[i]->probe(&p);
+		if (score > best_score) {
+			best_score = score;
+			best = valid_table[i]->name;
+		}
+	}
+	return best;
+}
+
+/* The backend for an image path (backend.h).  Any thread (reads the
+ * file's first blocks). */
 const char *backend_probe(const char *path)
 {
-	if (!g_ascii_strncasecmp(path, "nfs://", 6))
-		return "nfs";
-	if (cow_is_image(path))
-		return "cow";
-	return "raw";
+	const struct backend_ops *ops;
+	const char *type;
+	int fd;
+
+	if (backend_is_url(path)) {
+		g_autoptr(GError) unknown = NULL;
+
+		ops = backend_for_url(path, &unknown);
+		return ops ? ops->name : NULL;
+	}
+	fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return "raw";
+	type = backend_probe_fd(path, fd);
+	close(fd);
+	return type;
 }
 
 /* backend_probe for open args: the file the caller opened, when given.
@@ -147,5 +233,102 @@ const char *backend_probe_args(const struct backend_open_args *args)
 {
 	if (!args->file)
 		return backend_probe(args->path);
-	return cow_is_image_fd(args->file->fd) ? "cow" : "raw";
+	return backend_probe_fd(args->path, args->file->fd);
+}
+
+int backend_check_url(const char *url, bool want_file, GError **error)
+{
+	const struct backend_ops *ops = backend_for_url(url, error);
+
+	if (!ops)
+		return backend_is_url(url) ? -EPROTONOSUPPORT : -EINVAL;
+	if (!ops->check_url)
+		return 0;
+	return ops->check_url(url, want_file, error);
+}
+
+int backend_list_url(const char *dir_url, GPtrArray *names, GError **error)
+{
+	const struct backend_ops *ops = backend_for_url(dir_url, error);
+
+	if (!ops)
+		return backend_is_url(dir_url) ? -EPROTONOSUPPORT : -EINVAL;
+	if (!ops->list)
+		return backend_set_error(error, -EOPNOTSUPP,
+					 "%s: %s cannot list a directory",
+					 dir_url, ops->name);
+	return ops->list(dir_url, names, error);
+}
+
+/* The table that creates images of format type at path, after the
+ * checks of backend_check_create; NULL with the line in *error and the
+ * -errno in *err. */
+static const struct backend_ops *backend_creator(const char *type,
+						 const char *path, int *err,
+						 GError **error)
+{
+	const struct backend_ops *ops;
+
+	if (backend_is_url(path)) {
+		ops = backend_for_url(path, error);
+		if (!ops) {
+			*err = -EPROTONOSUPPORT;
+			return NULL;
+		}
+		/* raw maps 1:1, so a raw image on a protocol is the
+		 * protocol's own file; other formats need a store. */
+		if (type && strcmp(type, "raw") && strcmp(type, ops->name)) {
+			*err = backend_set_error(error, -EOPNOTSUPP,
+						 "%s: %s images on %s:// are not supported (raw only)",
+						 path, type, ops->protocol);
+			return NULL;
+		}
+	} else {
+		ops = backend_lookup(type ? type : "raw");
+		if (!ops) {
+			*err = backend_set_error(error, -ENOENT,
+						 "%s: unknown format '%s'",
+						 path, type);
+			return NULL;
+		}
+	}
+	if (!ops->create) {
+		*err = backend_set_error(error, -EOPNOTSUPP,
+					 "%s: %s images cannot be created",
+					 path, ops->name);
+		return NULL;
+	}
+	return ops;
+}
+
+int backend_check_create(const char *type, const char *path, GError **error)
+{
+	int err = 0;
+
+	return backend_creator(type, path, &err, error) ? 0 : err;
+}
+
+int backend_create(const char *type, const struct backend_create_args *a,
+		   GError **error)
+{
+	const struct backend_ops *ops;
+	int err = 0;
+
+	ops = backend_creator(type, a->path, &err, error);
+	if (!ops)
+		return err;
+	return ops->create(a, error);
+}
+
+int backend_remove_url(const char *url, GError **error)
+{
+	const struct backend_ops *ops = backend_for_url(url, error);
+
+	if (!ops)
+		return backend_is_url(url) ? -EPROTONOSUPPORT : -EINVAL;
+	if (!ops->remove)
+		return backend_set_error(error, -EOPNOTSUPP,
+					 "%s: %s cannot remove images", url,
+					 ops->name);
+	return ops->remove(url, error);
 }

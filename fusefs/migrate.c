@@ -25,12 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backends/cow/cow.h"
-#include "backends/cow/format.h"
 #include "backends/filter_mirror.h"
-#include "backends/nfs/nfs.h"
 #include "backends/size.h"
-#include "backends/filter_fault.h"
+#include "backends/volume.h"
 #include "fusefs/redirect.h"
 #include "fusefs/source.h"
 
@@ -126,41 +123,22 @@ static void job_set(struct dioloop_migration *job, enum job_state state,
 static int create_dest(struct dioloop_migration *job, uint64_t size,
 		       char **why)
 {
-	int fd;
+	struct backend_create_args a = { .path = job->dest, .size = size };
+	g_autoptr(GError) error = NULL;
+	int ret;
 
-	if (strstr(job->dest, "://")) {
-		int ret = nfs_image_create(job->dest, size, true);
-
-		if (ret < 0)
-			*why = g_strdup_printf("creating %s: %s", job->dest,
-					       ret == -EEXIST ? "it exists" :
-					       g_strerror(-ret));
-		return ret;
-	}
-	if (!strcmp(job->format, "cow")) {
-		struct cow_format_opts o = { .size = size };
-		struct cow_err err = { { 0 } };
-		int ret = cow_format(job->dest, &o, &err);
-
-		if (ret < 0)
-			*why = g_strdup(err.msg[0] ? err.msg :
-						     g_strerror(-ret));
-		return ret;
-	}
-	fd = open(job->dest, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-		  O_CLOEXEC, 0644);
-	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0) {
-		int ret = -errno;
-
-		*why = g_strdup(g_strerror(errno));
-		if (fd >= 0) {
-			close(fd);
-			unlink(job->dest);
-		}
-		return ret;
-	}
-	close(fd);
-	return 0;
+	ret = backend_create(job->format, &a, &error);
+	if (ret == 0)
+		return 0;
+	if (backend_is_url(job->dest))
+		*why = g_strdup_printf("creating %s: %s", job->dest,
+				       ret == -EEXIST ? "it exists" :
+				       g_strerror(-ret));
+	else if (!strcmp(job->format, "raw"))
+		*why = g_strdup(g_strerror(-ret));
+	else
+		*why = g_strdup(error->message);
+	return ret;
 }
 
 /* The destination serves the node after the switch, and a node's mode
@@ -192,7 +170,7 @@ static int lock_dest(struct dioloop_migration *job, char **why)
 	struct stat st;
 	int fd, ret;
 
-	if (strstr(job->dest, "://"))
+	if (backend_is_url(job->dest))
 		return 0;
 	fd = open(job->dest, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0)
@@ -450,9 +428,9 @@ static gpointer job_thread(gpointer opaque)
 				      g_strerror(-ret));
 		goto fail;
 	}
-	if (!strcmp(job->format, "cow") && job->fs->opts.commit_ms >= 0)
-		cow_set_commit_interval(job->dst,
-					(unsigned int)job->fs->opts.commit_ms);
+	if (backend_has_volumes(job->dst) && job->fs->opts.commit_ms >= 0)
+		backend_volume_set_commit_interval(
+			job->dst, (unsigned int)job->fs->opts.commit_ms, NULL);
 	ret = migration_new(backend_below_filters(node->b), job->dst,
 			    &job->opts, &m);
 	if (ret < 0) {
@@ -524,8 +502,8 @@ fail:
 	if (job->dest_lock)
 		dioloop_image_lock_put(job->fs, job->dest_lock);
 	job->dest_lock = NULL;
-	if (job->created && strstr(job->dest, "://"))
-		nfs_image_remove(job->dest);
+	if (job->created && backend_is_url(job->dest))
+		backend_remove_url(job->dest, NULL);
 	else if (job->created)
 		unlink(job->dest);
 	if (ret == -ECANCELED) {
@@ -577,7 +555,7 @@ static int migrate_check_node(struct dioloop_fs *fs, struct dioloop_node *node,
 	if (node->cow) {
 		struct backend *b = dioloop_node_backend_get(node);
 		GArray *vols = g_array_new(FALSE, TRUE,
-					   sizeof(struct cow_volume_info));
+					   sizeof(struct backend_volume_info));
 		int ret = b ? backend_volume_list(
 					dioloop_node_volume_backend(b),
 					vols, NULL) : -ENOENT;
@@ -752,8 +730,8 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	ret = parse_migrate_opts(job, argc - 2, argv + 2, reply);
 	if (ret < 0)
 		goto err_job;
-	if (strstr(job->dest, "://")) {
-		if (nfs_url_check(job->dest, true) < 0) {
+	if (backend_is_url(job->dest)) {
+		if (backend_check_url(job->dest, true, NULL) < 0) {
 			g_string_append_printf(reply, "migrate: bad URL %s\n",
 					       job->dest);
 			ret = -EINVAL;
@@ -764,20 +742,21 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 			ret = -EINVAL;
 			goto err_job;
 		}
+		/* A raw image on a protocol is its backend's file. */
 		g_free(job->format);
-		job->format = g_strdup("nfs");
+		job->format = g_strdup(backend_probe(job->dest));
 	} else if (!g_path_is_absolute(job->dest)) {
 		g_string_append(reply, "migrate: the destination must be an absolute path\n");
 		ret = -EINVAL;
 		goto err_job;
 	}
-	if (!strstr(job->dest, "://") && lstat(job->dest, &st) == 0) {
+	if (!backend_is_url(job->dest) && lstat(job->dest, &st) == 0) {
 		g_string_append_printf(reply, "migrate: %s exists; give a new path\n",
 				       job->dest);
 		ret = -EEXIST;
 		goto err_job;
 	}
-	if (job->remove_source && strstr(job->dest, "://")) {
+	if (job->remove_source && backend_is_url(job->dest)) {
 		g_string_append(reply, "migrate: remove_source needs a local destination (the source stays)\n");
 		ret = -EOPNOTSUPP;
 		goto err_job;

@@ -1042,7 +1042,7 @@ int dioloop_fs_init(struct dioloop_fs *fs, const char *source,
 	fs->source_fd = -1;
 	fs->opts = o;
 	opts = &fs->opts;
-	if (dioloop_is_nfs_url(source)) {
+	if (backend_is_url(source)) {
 		ret = dioloop_remote_new(source, &fs->remote);
 		if (ret < 0)
 			return ret;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/backend.h"
 
 #define REDIRECT_HEADER "dioloop-redirect 2"
 
@@ -46,12 +47,14 @@ static int parse_devino(const char *line, const char *key, uint64_t *dev,
 	return errno || *end ? -EBADMSG : 0;
 }
 
-/* The path must be absolute and plain, or an nfs:// URL, one line. */
+/* The path must be absolute and plain, or a URL a backend serves
+ * (nfs://), one line. */
 static bool path_valid(const char *path)
 {
+	g_autoptr(GError) unknown = NULL;
 	size_t i;
 
-	if (path[0] != '/' && g_ascii_strncasecmp(path, "nfs://", 6))
+	if (path[0] != '/' && !backend_for_url(path, &unknown))
 		return false;
 	for (i = 0; path[i]; i++)
 		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)

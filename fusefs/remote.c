@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "backends/nfs/nfs.h"
+#include "backends/backend.h"
 #include "fusefs/remote.h"
 
 /* A listing older than this is refreshed before a lookup trusts it. */
@@ -22,13 +22,7 @@ struct dioloop_remote {
 	gint64 attempted;		/* last refresh tried, monotonic us */
 };
 
-bool dioloop_is_nfs_url(const char *s)
-{
-	return s && !g_ascii_strncasecmp(s, "nfs://", 6);
-}
-
-/* List the directory into a new set: 0 or -errno (logged by the
- * backend). */
+/* List the directory into a new set: 0 or -errno (logged). */
 static int remote_list(struct dioloop_remote *r, GHashTable **out)
 {
 	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
@@ -36,7 +30,7 @@ static int remote_list(struct dioloop_remote *r, GHashTable **out)
 	guint i;
 	int ret;
 
-	ret = nfs_list_images(r->url, names);
+	ret = backend_list_url(r->url, names, NULL);
 	if (ret < 0)
 		return ret;
 	set = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -82,7 +76,7 @@ int dioloop_remote_new(const char *dir_url, struct dioloop_remote **out)
 	struct dioloop_remote *r;
 	int ret;
 
-	ret = nfs_url_check(dir_url, false);
+	ret = backend_check_url(dir_url, false, NULL);
 	if (ret < 0)
 		return ret;
 	r = g_new0(struct dioloop_remote, 1);

@@ -4,7 +4,7 @@
  * (nfs://HOST[:PORT]/EXPORT/DIR[?options]) instead of a local directory.
  *
  * There is no directory fd to stat or watch: the set of images is a
- * cached listing (nfs_list_images), refreshed when it is older than a few
+ * cached listing (backend_list_url), refreshed when it is older than a few
  * seconds and, at most once a second, when a lookup misses it (an image
  * created on the server since).  Each image is opened by its URL, the
  * directory URL's path plus "/" NAME with the directory URL's options.
@@ -23,11 +23,8 @@
 
 struct dioloop_remote;
 
-/* True for an nfs:// URL (a remote source or image). */
-bool dioloop_is_nfs_url(const char *s);
-
 /* Check dir_url and list it once (the server answers, the directory
- * exists): 0, or -errno after the backend logged why (one line). */
+ * exists): 0, or -errno after logging why (one line). */
 int dioloop_remote_new(const char *dir_url, struct dioloop_remote **out);
 void dioloop_remote_free(struct dioloop_remote *r);
 /* The URL without its options ("nfs://HOST[:PORT]/DIR"), for names. */

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "backends/dio.h"
+#include "backends/cow/create.h"
 
 #define container_of(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))
@@ -861,4 +862,8 @@ const struct backend_ops cow_backend_ops = {
 	.info = cow_info,
 	.volumes = &cow_volume_ops,
 	.stats = cow_stats,
+	.probe = cow_probe,
+	.create = cow_create,
+	.create_align = COW_BLOCK_SIZE,
+	.checksums = cow_checksum_names,
 };

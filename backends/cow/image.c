@@ -85,8 +85,9 @@ static int check_dio_alignment(struct cow_container *c)
 	return 0;
 }
 
-/* Read the superblock and check it against the file. */
-static int open_superblock(struct cow_container *c)
+/* Read the superblock and check it against the file: 0 or -errno with
+ * the line in *error (NULL: logged). */
+static int open_superblock(struct cow_container *c, GError **error)
 {
 	struct cow_err err = { "" }, fallback;
 	const char *path = c->meta.path;
@@ -95,28 +96,23 @@ static int open_superblock(struct cow_container *c)
 	int ret;
 
 	ret = cow_sb_read(c->meta.fd, &c->sb, &slot, &fallback, &err);
-	if (ret < 0) {
-		g_warning("%s: %s", path, err.msg);
-		return ret;
-	}
+	if (ret < 0)
+		return backend_set_error(error, ret, "%s: %s", path, err.msg);
 	if (fallback.msg[0])
 		g_warning("%s: %s", path, fallback.msg);
 	ret = cow_sb_check_features(&c->sb, c->rdonly, &err);
-	if (ret < 0) {
-		g_warning("%s: %s", path, err.msg);
-		return ret;
-	}
+	if (ret < 0)
+		return backend_set_error(error, ret, "%s: %s", path, err.msg);
 	if (fstat(c->meta.fd, &st) < 0)
 		return -errno;
 	c->file_blocks = (uint64_t)st.st_size >> COW_BLOCK_SHIFT;
-	if (c->file_blocks < c->sb.nr_blocks) {
-		g_warning("%s: truncated image: generation %llu uses %llu blocks (%llu bytes), the file has %lld bytes",
-			  path, (unsigned long long)c->sb.generation,
-			  (unsigned long long)c->sb.nr_blocks,
-			  (unsigned long long)c->sb.nr_blocks << COW_BLOCK_SHIFT,
-			  (long long)st.st_size);
-		return -EUCLEAN;
-	}
+	if (c->file_blocks < c->sb.nr_blocks)
+		return backend_set_error(error, -EUCLEAN,
+					 "%s: truncated image: generation %llu uses %llu blocks (%llu bytes), the file has %lld bytes",
+					 path, (unsigned long long)c->sb.generation,
+					 (unsigned long long)c->sb.nr_blocks,
+					 (unsigned long long)c->sb.nr_blocks << COW_BLOCK_SHIFT,
+					 (long long)st.st_size);
 	memcpy(c->meta.uuid, c->sb.uuid, 16);
 	c->meta.csum_type = c->sb.csum_type;
 	c->meta.first_block = c->sb.first_block;
@@ -125,8 +121,8 @@ static int open_superblock(struct cow_container *c)
 }
 
 /* Load the volume tree (its root; leaves are read as volumes are looked
- * up). */
-static int open_voltree(struct cow_container *c)
+ * up): 0 or -errno with the line in *error (NULL: logged). */
+static int open_voltree(struct cow_container *c, GError **error)
 {
 	struct cow_err err = { "" };
 	int ret;
@@ -136,7 +132,7 @@ static int open_voltree(struct cow_container *c)
 		      c->sb.next_volume_id);
 	ret = cow_tree_open(&c->voltree, &c->sb.volume_root, &err);
 	if (ret < 0)
-		g_warning("%s: %s", c->meta.path, err.msg);
+		backend_set_error(error, ret, "%s: %s", c->meta.path, err.msg);
 	return ret;
 }
 
@@ -168,42 +164,37 @@ int cow_container_open(struct cow_container *c,
 
 	flags |= c->rdonly ? O_RDONLY : O_RDWR;
 	c->meta.fd = backend_open_image(args, flags);
-	if (c->meta.fd < 0) {
-		ret = c->meta.fd;
-		g_warning("%s: open%s: %s", path,
-			  ret == -EINVAL ? " (O_DIRECT unsupported here?)" : "",
-			  g_strerror(-ret));
-		return ret;
-	}
+	if (c->meta.fd < 0)
+		return backend_set_error(args->error, c->meta.fd, "%s: open%s: %s",
+					 path, c->meta.fd == -EINVAL ?
+					 " (O_DIRECT unsupported here?)" : "",
+					 g_strerror(-c->meta.fd));
 	if (fstat(c->meta.fd, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode)) {
-		g_warning("%s: not a regular file", path);
-		return -EINVAL;
-	}
+	if (!S_ISREG(st.st_mode))
+		return backend_set_error(args->error, -EINVAL,
+					 "%s: not a regular file", path);
 	c->dev = st.st_dev;
 	c->ino = st.st_ino;
 	/* One writer per container: two would allocate the same blocks. */
 	if (!c->rdonly && flock(c->meta.fd, LOCK_EX | LOCK_NB) < 0) {
 		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		g_warning("%s: %s", path,
-			  ret == -EBUSY ? "the image is open for writing elsewhere" :
-					  g_strerror(-ret));
-		return ret;
+		return backend_set_error(args->error, ret, "%s: %s", path,
+					 ret == -EBUSY ? "the image is open for writing elsewhere" :
+					 g_strerror(-ret));
 	}
 	ret = check_dio_alignment(c);
 	if (ret < 0)
 		return ret;
-	ret = open_superblock(c);
+	ret = open_superblock(c, args->error);
 	if (ret < 0)
 		return ret;
 	ret = cow_alloc_open(&c->alloc, &c->meta, &c->sb.refcount_root,
 			     &err);
-	if (ret < 0) {
-		g_warning("%s: %s", c->meta.path, err.msg);
-		return ret;
-	}
-	ret = open_voltree(c);
+	if (ret < 0)
+		return backend_set_error(args->error, ret, "%s: %s",
+					 c->meta.path, err.msg);
+	ret = open_voltree(c, args->error);
 	if (ret < 0)
 		return ret;
 	atomic_init(&c->committed_gen, c->sb.generation);

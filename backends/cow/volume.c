@@ -256,7 +256,12 @@ int cow_open(struct backend *b, const struct backend_open_args *args)
 		if (ret == -EBUSY && !rdonly &&
 		    !(args->flags & BACKEND_OPEN_CONTAINER_RW)) {
 			/* Written by another process: a snapshot can still
-			 * be read (it opens read-only whatever the flags). */
+			 * be read (it opens read-only whatever the flags).
+			 * Not open's failure: the line is logged, as ever. */
+			if (args->error && *args->error) {
+				g_warning("%s", (*args->error)->message);
+				g_clear_error(args->error);
+			}
 			cow_container_close(c);
 			c = g_new0(struct cow_container, 1);
 			ret = cow_container_open(c, args, true);

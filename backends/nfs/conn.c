@@ -82,8 +82,19 @@ static void dnfs_attempt_failed(struct dnfs *d, int err, const char *what,
 	if (err >= 0)
 		err = -EIO;
 	if (!d->ever_ready) {
-		g_warning("%s: %s: %s", d->url.url, what,
-			  detail && *detail ? detail : g_strerror(-err));
+		char *msg = g_strdup_printf("%s: %s: %s", d->url.url, what,
+					    detail && *detail ? detail :
+					    g_strerror(-err));
+
+		if (d->open_error_wanted) {
+			g_mutex_lock(&d->lock);
+			if (!d->open_msg)
+				d->open_msg = g_steal_pointer(&msg);
+			g_mutex_unlock(&d->lock);
+		} else {
+			g_warning("%s", msg);
+		}
+		g_free(msg);
 		d->broken = true;
 		d->state = DNFS_DOWN;
 		dnfs_open_result(d, err);
@@ -196,7 +207,7 @@ static void dnfs_connect_start(struct dnfs *d)
 	d->gen++;
 	d->state = DNFS_CONNECTING;
 	d->connect_deadline_us = dnfs_now() + d->timeout_us;
-	d->nfs = dnfs_context_new(&d->url);
+	d->nfs = dnfs_context_new(&d->url, NULL);
 	if (!d->nfs) {
 		dnfs_attempt_failed(d, -ENOMEM, "connect", "no context");
 		return;

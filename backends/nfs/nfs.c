@@ -22,6 +22,7 @@
 static void dnfs_free(struct dnfs *d)
 {
 	dnfs_url_clear(&d->url);
+	g_free(d->open_msg);
 	g_mutex_clear(&d->lock);
 	g_cond_clear(&d->cond);
 	g_free(d);
@@ -34,13 +35,12 @@ static int dnfs_open(struct backend *b, const struct backend_open_args *args)
 	struct dnfs *d;
 	int ret;
 
-	if (args->volume && args->volume[0]) {
-		g_warning("%s: nfs images have no volume \"%s\"", args->path,
-			  args->volume);
-		return -ENOENT;
-	}
+	if (args->volume && args->volume[0])
+		return backend_set_error(args->error, -ENOENT,
+					 "%s: nfs images have no volume \"%s\"",
+					 args->path, args->volume);
 	d = g_new0(struct dnfs, 1);
-	ret = dnfs_url_parse(args->path, true, &d->url);
+	ret = dnfs_url_parse(args->path, true, &d->url, args->error);
 	if (ret < 0) {
 		g_free(d);
 		return ret;
@@ -60,8 +60,12 @@ static int dnfs_open(struct backend *b, const struct backend_open_args *args)
 	atomic_init(&d->rsize, DNFS_MIN_XFER);
 	atomic_init(&d->wsize, DNFS_MIN_XFER);
 	atomic_init(&d->next_seq, 0);
+	d->open_error_wanted = args->error != NULL;
 	ret = dnfs_service_start(d);
 	if (ret < 0) {
+		if (d->open_msg)
+			g_set_error_literal(args->error, BACKEND_ERROR, -ret,
+					    d->open_msg);
 		dnfs_service_stop(d);
 		dnfs_free_pieces(d);
 		dnfs_free(d);
@@ -189,25 +193,14 @@ void nfs_backend_get_stats(struct backend *b, struct nfs_backend_stats *s)
 	};
 }
 
-const struct backend_ops nfs_backend_ops = {
-	.name = "nfs",
-	.open = dnfs_open,
-	.close = dnfs_close,
-	.get_size = dnfs_get_size,
-	.direct_IO_bvec = dnfs_direct_IO_bvec,
-	.flush = dnfs_flush,
-	.discard = dnfs_discard,
-	.resize = dnfs_resize,
-	.info = dnfs_info,
-};
-
 /* ---- synchronous helpers ---- */
 
 /* A context for u, mounted on u->dir with the sync API's timeout set.
- * NULL after logging; *err gets -errno. */
-static struct nfs_context *dnfs_sync_mount(const struct dnfs_url *u, int *err)
+ * NULL with the line in *error (NULL: logged); *err gets -errno. */
+static struct nfs_context *dnfs_sync_mount(const struct dnfs_url *u, int *err,
+					   GError **error)
 {
-	struct nfs_context *nfs = dnfs_context_new(u);
+	struct nfs_context *nfs = dnfs_context_new(u, error);
 	int ret;
 
 	if (!nfs) {
@@ -217,8 +210,8 @@ static struct nfs_context *dnfs_sync_mount(const struct dnfs_url *u, int *err)
 	nfs_set_timeout(nfs, (int)MIN((uint64_t)u->timeout_s * 1000, INT_MAX));
 	ret = nfs_mount(nfs, u->server, u->dir);
 	if (ret < 0) {
-		g_warning("%s: mount %s:%s: %s", u->url, u->server, u->dir,
-			  nfs_get_error(nfs));
+		backend_set_error(error, ret, "%s: mount %s:%s: %s", u->url,
+				  u->server, u->dir, nfs_get_error(nfs));
 		nfs_destroy_context(nfs);
 		*err = ret;
 		return NULL;
@@ -226,7 +219,9 @@ static struct nfs_context *dnfs_sync_mount(const struct dnfs_url *u, int *err)
 	return nfs;
 }
 
-int nfs_image_create(const char *url, uint64_t size, bool sparse_ok)
+/* nfs_image_create with the line in *error (NULL: logged). */
+static int dnfs_image_create(const char *url, uint64_t size, bool sparse_ok,
+			     GError **error)
 {
 	struct dnfs_url u;
 	struct nfs_context *nfs;
@@ -234,16 +229,16 @@ int nfs_image_create(const char *url, uint64_t size, bool sparse_ok)
 	const char *step;
 	int ret;
 
-	ret = dnfs_url_parse(url, true, &u);
+	ret = dnfs_url_parse(url, true, &u, error);
 	if (ret < 0)
 		return ret;
 	if (size > (uint64_t)INT64_MAX) {
-		g_warning("%s: size %llu is too large", url,
-			  (unsigned long long)size);
 		dnfs_url_clear(&u);
-		return -EFBIG;
+		return backend_set_error(error, -EFBIG,
+					 "%s: size %llu is too large", url,
+					 (unsigned long long)size);
 	}
-	nfs = dnfs_sync_mount(&u, &ret);
+	nfs = dnfs_sync_mount(&u, &ret, error);
 	if (!nfs) {
 		dnfs_url_clear(&u);
 		return ret;
@@ -278,7 +273,8 @@ int nfs_image_create(const char *url, uint64_t size, bool sparse_ok)
 	}
 out:
 	if (ret < 0)
-		g_warning("%s: %s: %s", url, step, nfs_get_error(nfs));
+		backend_set_error(error, ret, "%s: %s: %s", url, step,
+				  nfs_get_error(nfs));
 	if (fh)
 		nfs_close(nfs, fh);
 	if (ret < 0 && fh)
@@ -288,34 +284,75 @@ out:
 	return ret < 0 ? ret : 0;
 }
 
-int nfs_image_remove(const char *url)
+int nfs_image_create(const char *url, uint64_t size, bool sparse_ok)
+{
+	return dnfs_image_create(url, size, sparse_ok, NULL);
+}
+
+/* The ops table's create: a sparse image. */
+static int dnfs_create(const struct backend_create_args *a, GError **error)
+{
+	g_autoptr(GError) local = NULL;
+	int ret;
+
+	if (a->checksum)
+		return backend_set_error(error, -EINVAL,
+					 "%s: nfs images have no checksums",
+					 a->path);
+	ret = dnfs_image_create(a->path, a->size, true, error ? &local : NULL);
+	if (ret < 0 && error) {
+		/* The server's words for an existing file say less than
+		 * errno's. */
+		if (ret == -EEXIST)
+			backend_set_error(error, ret, "%s: %s", a->path,
+					  g_strerror(EEXIST));
+		else
+			g_propagate_error(error, g_steal_pointer(&local));
+	}
+	return ret;
+}
+
+/* nfs_image_remove with the line in *error (NULL: logged). */
+static int dnfs_remove(const char *url, GError **error)
 {
 	struct dnfs_url u;
 	struct nfs_context *nfs;
 	int ret;
 
-	ret = dnfs_url_parse(url, true, &u);
+	ret = dnfs_url_parse(url, true, &u, error);
 	if (ret < 0)
 		return ret;
-	nfs = dnfs_sync_mount(&u, &ret);
+	nfs = dnfs_sync_mount(&u, &ret, error);
 	if (nfs) {
 		ret = nfs_unlink(nfs, u.file);
 		if (ret < 0)
-			g_warning("%s: remove: %s", url, nfs_get_error(nfs));
+			backend_set_error(error, ret, "%s: remove: %s", url,
+					  nfs_get_error(nfs));
 		nfs_destroy_context(nfs);
 	}
 	dnfs_url_clear(&u);
 	return ret;
 }
 
-int nfs_url_check(const char *url, bool want_file)
+int nfs_image_remove(const char *url)
+{
+	return dnfs_remove(url, NULL);
+}
+
+/* nfs_url_check with the line in *error (NULL: logged). */
+static int dnfs_check_url(const char *url, bool want_file, GError **error)
 {
 	struct dnfs_url u;
-	int ret = dnfs_url_parse(url, want_file, &u);
+	int ret = dnfs_url_parse(url, want_file, &u, error);
 
 	if (ret == 0)
 		dnfs_url_clear(&u);
 	return ret;
+}
+
+int nfs_url_check(const char *url, bool want_file)
+{
+	return dnfs_check_url(url, want_file, NULL);
 }
 
 static gint dnfs_name_cmp(gconstpointer a, gconstpointer b)
@@ -323,7 +360,8 @@ static gint dnfs_name_cmp(gconstpointer a, gconstpointer b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int nfs_list_images(const char *dir_url, GPtrArray *names)
+/* nfs_list_images with the line in *error (NULL: logged). */
+static int dnfs_list(const char *dir_url, GPtrArray *names, GError **error)
 {
 	struct dnfs_url u;
 	struct nfs_context *nfs;
@@ -332,17 +370,18 @@ int nfs_list_images(const char *dir_url, GPtrArray *names)
 	GPtrArray *found;
 	int ret;
 
-	ret = dnfs_url_parse(dir_url, false, &u);
+	ret = dnfs_url_parse(dir_url, false, &u, error);
 	if (ret < 0)
 		return ret;
-	nfs = dnfs_sync_mount(&u, &ret);
+	nfs = dnfs_sync_mount(&u, &ret, error);
 	if (!nfs) {
 		dnfs_url_clear(&u);
 		return ret;
 	}
 	ret = nfs_opendir(nfs, "/", &dir);
 	if (ret < 0) {
-		g_warning("%s: list %s: %s", dir_url, u.dir, nfs_get_error(nfs));
+		backend_set_error(error, ret, "%s: list %s: %s", dir_url, u.dir,
+				  nfs_get_error(nfs));
 		goto out;
 	}
 	found = g_ptr_array_new();
@@ -362,3 +401,26 @@ out:
 	dnfs_url_clear(&u);
 	return ret;
 }
+
+int nfs_list_images(const char *dir_url, GPtrArray *names)
+{
+	return dnfs_list(dir_url, names, NULL);
+}
+
+const struct backend_ops nfs_backend_ops = {
+	.name = "nfs",
+	.open = dnfs_open,
+	.close = dnfs_close,
+	.get_size = dnfs_get_size,
+	.direct_IO_bvec = dnfs_direct_IO_bvec,
+	.flush = dnfs_flush,
+	.discard = dnfs_discard,
+	.resize = dnfs_resize,
+	.info = dnfs_info,
+	.protocol = "nfs",
+	.create = dnfs_create,
+	.create_align = 1,
+	.remove = dnfs_remove,
+	.check_url = dnfs_check_url,
+	.list = dnfs_list,
+};

@@ -79,12 +79,14 @@ struct dnfs_url {
 };
 
 /* Parse url (want_file: it names a file, else a directory): 0, or
- * -EINVAL after logging one line that says why. */
-int dnfs_url_parse(const char *url, bool want_file, struct dnfs_url *u);
+ * -EINVAL with one line that says why in *error (NULL: logged). */
+int dnfs_url_parse(const char *url, bool want_file, struct dnfs_url *u,
+		   GError **error);
 void dnfs_url_clear(struct dnfs_url *u);
 /* A new libnfs context with u's options (uid, gid, ports, ...) applied:
- * NULL after logging when it cannot be made. */
-struct nfs_context *dnfs_context_new(const struct dnfs_url *u);
+ * NULL with the line in *error (NULL: logged) when it cannot be made. */
+struct nfs_context *dnfs_context_new(const struct dnfs_url *u,
+				     GError **error);
 /* Text of an NFSv3 status, e.g. "NFS3ERR_NOSPC". */
 const char *dnfs_nfsstat_str(int status);
 
@@ -187,6 +189,10 @@ struct dnfs {
 	bool stop;					/* by lock */
 	bool opened;			/* first connection ended; by lock */
 	int open_err;			/* its result; by lock */
+	/* open's caller wants the first failure's line here instead of the
+	 * log (backend_open_args.error); set before the service starts. */
+	bool open_error_wanted;
+	char *open_msg;			/* that line; by lock */
 	int efd;			/* eventfd: wake the service thread */
 	GThread *thread;
 

@@ -20,11 +20,11 @@ static const char *const dnfs_libnfs_opts[] = {
 	"version", "uid", "gid", "nfsport", "mountport", "tcp-syncnt", "debug",
 };
 
-/* Log one line about a bad URL; returns -EINVAL. */
-static int dnfs_url_bad(const char *url, const char *why)
+/* One line about a bad URL, into *error (or logged); returns -EINVAL. */
+static int dnfs_url_bad(GError **error, const char *url, const char *why)
 {
-	g_warning("%s: bad nfs URL: %s", url, why);
-	return -EINVAL;
+	return backend_set_error(error, -EINVAL, "%s: bad nfs URL: %s", url,
+				 why);
 }
 
 /* Parse a decimal number in [lo, hi] (0 <= lo): digits only. */
@@ -40,7 +40,7 @@ static bool dnfs_parse_num(const char *s, long lo, long hi, long *out)
 
 /* Check one option; append libnfs's to opts.  0 or -EINVAL (logged). */
 static int dnfs_url_option(const char *url, const char *kv, struct dnfs_url *u,
-			   GString *opts, bool *seen_nfsport)
+			   GString *opts, bool *seen_nfsport, GError **error)
 {
 	const char *eq = strchr(kv, '=');
 	g_autofree char *key = NULL;
@@ -51,7 +51,7 @@ static int dnfs_url_option(const char *url, const char *kv, struct dnfs_url *u,
 
 	if (!eq || eq == kv) {
 		msg = g_strdup_printf("option \"%s\" is not KEY=VALUE", kv);
-		return dnfs_url_bad(url, msg);
+		return dnfs_url_bad(error, url, msg);
 	}
 	key = g_strndup(kv, (gsize)(eq - kv));
 	val = eq + 1;
@@ -59,35 +59,35 @@ static int dnfs_url_option(const char *url, const char *kv, struct dnfs_url *u,
 		if (!dnfs_parse_num(val, 1, DNFS_MAX_TIMEOUT_S, &v)) {
 			msg = g_strdup_printf("timeout=%s: seconds from 1 to %d expected",
 					      val, DNFS_MAX_TIMEOUT_S);
-			return dnfs_url_bad(url, msg);
+			return dnfs_url_bad(error, url, msg);
 		}
 		u->timeout_s = (unsigned int)v;
 		return 0;
 	}
 	if (!strcmp(key, "sync")) {
 		if (!dnfs_parse_num(val, 0, 1, &v))
-			return dnfs_url_bad(url, "sync= takes 0 or 1");
+			return dnfs_url_bad(error, url, "sync= takes 0 or 1");
 		u->sync = v;
 		return 0;
 	}
 	if (!strcmp(key, "version")) {
 		if (!strcmp(val, "4"))
-			return dnfs_url_bad(url, "version=4 is not supported: libnfs 4.0 fails NFSv4 WRITEs (\"Failed to encode COMPOUND4args\") and this backend needs NFSv3 write verifiers; use version=3");
+			return dnfs_url_bad(error, url, "version=4 is not supported: libnfs 4.0 fails NFSv4 WRITEs (\"Failed to encode COMPOUND4args\") and this backend needs NFSv3 write verifiers; use version=3");
 		if (strcmp(val, "3"))
-			return dnfs_url_bad(url, "version= takes 3");
+			return dnfs_url_bad(error, url, "version= takes 3");
 	} else if (!strcmp(key, "uid") || !strcmp(key, "gid")) {
 		if (!dnfs_parse_num(val, 0, INT_MAX, &v)) {
 			msg = g_strdup_printf("%s=%s: a number expected", key, val);
-			return dnfs_url_bad(url, msg);
+			return dnfs_url_bad(error, url, msg);
 		}
 	} else if (!strcmp(key, "nfsport") || !strcmp(key, "mountport")) {
 		if (!dnfs_parse_num(val, 1, 65535, &v)) {
 			msg = g_strdup_printf("%s=%s: a port number expected", key, val);
-			return dnfs_url_bad(url, msg);
+			return dnfs_url_bad(error, url, msg);
 		}
 		if (!strcmp(key, "nfsport")) {
 			if (*seen_nfsport)
-				return dnfs_url_bad(url, "the NFS port is given twice (HOST:PORT and nfsport=)");
+				return dnfs_url_bad(error, url, "the NFS port is given twice (HOST:PORT and nfsport=)");
 			*seen_nfsport = true;
 		}
 	} else {
@@ -97,11 +97,11 @@ static int dnfs_url_option(const char *url, const char *kv, struct dnfs_url *u,
 		if (i == G_N_ELEMENTS(dnfs_libnfs_opts)) {
 			msg = g_strdup_printf("unknown option \"%s\" (known: version, uid, gid, timeout, sync, nfsport, mountport, tcp-syncnt, debug)",
 					      key);
-			return dnfs_url_bad(url, msg);
+			return dnfs_url_bad(error, url, msg);
 		}
 		if (!dnfs_parse_num(val, 0, INT_MAX, &v)) {
 			msg = g_strdup_printf("%s=%s: a number expected", key, val);
-			return dnfs_url_bad(url, msg);
+			return dnfs_url_bad(error, url, msg);
 		}
 	}
 	g_string_append_printf(opts, "%s%s=%s", opts->len ? "&" : "", key, val);
@@ -118,7 +118,8 @@ void dnfs_url_clear(struct dnfs_url *u)
 	memset(u, 0, sizeof(*u));
 }
 
-int dnfs_url_parse(const char *url, bool want_file, struct dnfs_url *u)
+int dnfs_url_parse(const char *url, bool want_file, struct dnfs_url *u,
+		   GError **error)
 {
 	const char *p, *slash, *q;
 	g_autofree char *host = NULL;
@@ -133,39 +134,39 @@ int dnfs_url_parse(const char *url, bool want_file, struct dnfs_url *u)
 	memset(u, 0, sizeof(*u));
 	u->timeout_s = DNFS_DEFAULT_TIMEOUT_S;
 	if (!url || g_ascii_strncasecmp(url, "nfs://", 6))
-		return dnfs_url_bad(url ? url : "(null)", "it must start with nfs://");
+		return dnfs_url_bad(error, url ? url : "(null)", "it must start with nfs://");
 	p = url + 6;
 	slash = strchr(p, '/');
 	q = strchr(p, '?');
 	if (!slash || (q && q < slash))
-		return dnfs_url_bad(url, want_file ? "expected nfs://HOST/DIR/FILE" :
+		return dnfs_url_bad(error, url, want_file ? "expected nfs://HOST/DIR/FILE" :
 						    "expected nfs://HOST/DIR");
 	host = g_strndup(p, (gsize)(slash - p));
 	if (!host[0])
-		return dnfs_url_bad(url, "no server name");
+		return dnfs_url_bad(error, url, "no server name");
 	if (host[0] == '[' || strchr(host, '@'))
-		return dnfs_url_bad(url, "IPv6 literals and user@ are not supported; use a host name or IPv4 address");
+		return dnfs_url_bad(error, url, "IPv6 literals and user@ are not supported; use a host name or IPv4 address");
 	colon = strchr(host, ':');
 	if (colon) {
 		long port;
 
 		*colon = '\0';
 		if (!host[0] || !dnfs_parse_num(colon + 1, 1, 65535, &port))
-			return dnfs_url_bad(url, "HOST:PORT needs a port from 1 to 65535");
+			return dnfs_url_bad(error, url, "HOST:PORT needs a port from 1 to 65535");
 		g_string_append_printf(opts, "nfsport=%ld", port);
 		seen_nfsport = true;
 	}
 	path = g_strndup(slash, q ? (gsize)(q - slash) : strlen(slash));
 	if (strstr(path, "//") || strstr(path, "/../") ||
 	    g_str_has_suffix(path, "/.."))
-		return dnfs_url_bad(url, "empty or \"..\" path components");
+		return dnfs_url_bad(error, url, "empty or \"..\" path components");
 	if (want_file) {
 		const char *last = strrchr(path, '/');
 
 		if (last == path || !last[1])
-			return dnfs_url_bad(url, "expected nfs://HOST/DIR/FILE (a directory and a file name)");
+			return dnfs_url_bad(error, url, "expected nfs://HOST/DIR/FILE (a directory and a file name)");
 	} else if (!path[1]) {
-		return dnfs_url_bad(url, "expected nfs://HOST/DIR (no directory)");
+		return dnfs_url_bad(error, url, "expected nfs://HOST/DIR (no directory)");
 	}
 	if (q) {
 		g_auto(GStrv) kvs = g_strsplit(q + 1, "&", -1);
@@ -178,17 +179,17 @@ int dnfs_url_parse(const char *url, bool want_file, struct dnfs_url *u)
 			char *key = g_strndup(kvs[i], strcspn(kvs[i], "="));
 
 			if (!kvs[i][0]) {
-				ret = dnfs_url_bad(url, "empty option");
+				ret = dnfs_url_bad(error, url, "empty option");
 				g_free(key);
 			} else if (g_hash_table_contains(seen, key)) {
 				g_autofree char *msg =
 					g_strdup_printf("option \"%s\" given twice", key);
-				ret = dnfs_url_bad(url, msg);
+				ret = dnfs_url_bad(error, url, msg);
 				g_free(key);
 			} else {
 				g_hash_table_add(seen, key);
 				ret = dnfs_url_option(url, kvs[i], u, opts,
-						      &seen_nfsport);
+						      &seen_nfsport, error);
 			}
 		}
 		g_hash_table_destroy(seen);
@@ -203,8 +204,8 @@ int dnfs_url_parse(const char *url, bool want_file, struct dnfs_url *u)
 	nfs = nfs_init_context();
 	if (!nfs) {
 		dnfs_url_clear(u);
-		g_warning("%s: cannot make an NFS context", url);
-		return -ENOMEM;
+		return backend_set_error(error, -ENOMEM,
+					 "%s: cannot make an NFS context", url);
 	}
 	nu = want_file ? nfs_parse_url_full(nfs, u->libnfs_url) :
 			 nfs_parse_url_dir(nfs, u->libnfs_url);
@@ -216,7 +217,7 @@ int dnfs_url_parse(const char *url, bool want_file, struct dnfs_url *u)
 			nfs_destroy_url(nu);
 		nfs_destroy_context(nfs);
 		dnfs_url_clear(u);
-		return dnfs_url_bad(url, msg);
+		return dnfs_url_bad(error, url, msg);
 	}
 	u->server = g_strdup(nu->server);
 	u->dir = g_strdup(nu->path[0] ? nu->path : "/");
@@ -226,19 +227,21 @@ int dnfs_url_parse(const char *url, bool want_file, struct dnfs_url *u)
 	return 0;
 }
 
-struct nfs_context *dnfs_context_new(const struct dnfs_url *u)
+struct nfs_context *dnfs_context_new(const struct dnfs_url *u, GError **error)
 {
 	struct nfs_context *nfs = nfs_init_context();
 	struct nfs_url *nu;
 
 	if (!nfs) {
-		g_warning("%s: cannot make an NFS context", u->url);
+		backend_set_error(error, -ENOMEM,
+				  "%s: cannot make an NFS context", u->url);
 		return NULL;
 	}
 	/* Parsing applies the URL's options to this context. */
 	nu = nfs_parse_url_incomplete(nfs, u->libnfs_url);
 	if (!nu) {
-		g_warning("%s: %s", u->url, nfs_get_error(nfs));
+		backend_set_error(error, -EINVAL, "%s: %s", u->url,
+				  nfs_get_error(nfs));
 		nfs_destroy_context(nfs);
 		return NULL;
 	}

@@ -75,6 +75,7 @@
 #include "backends/dio.h"
 #include "backends/iorec.h"
 #include "backends/raw/orphan.h"
+#include "backends/raw/create.h"
 
 #define RAW_AIO_DEPTH 256
 #define RAW_MAX_TRANSFER (1u << 20)
@@ -830,10 +831,10 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 		flags |= O_DSYNC;
 	r->fd = backend_open_image(args, flags);
 	if (r->fd < 0) {
-		ret = r->fd;
-		g_warning("%s: open%s: %s", args->path,
-			  ret == -EINVAL ? " (O_DIRECT unsupported here?)" : "",
-			  g_strerror(-ret));
+		ret = backend_set_error(args->error, r->fd, "%s: open%s: %s",
+					args->path, r->fd == -EINVAL ?
+					" (O_DIRECT unsupported here?)" : "",
+					g_strerror(-r->fd));
 		goto out_free;
 	}
 	if (fstat(r->fd, &st) < 0) {
@@ -841,8 +842,8 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 		goto out_free;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		g_warning("%s: not a regular file", args->path);
-		ret = -EINVAL;
+		ret = backend_set_error(args->error, -EINVAL,
+					"%s: not a regular file", args->path);
 		goto out_free;
 	}
 	ret = raw_set_limits(r, &st);
@@ -1146,4 +1147,7 @@ const struct backend_ops raw_backend_ops = {
 	.resize = raw_resize,
 	.map = raw_map,
 	.info = raw_info,
+	.probe = raw_probe,
+	.create = raw_create,
+	.create_align = 512,
 };

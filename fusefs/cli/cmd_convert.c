@@ -20,12 +20,10 @@
 
 #include "backends/backend.h"
 #include "backends/sparse_copy.h"
-#include "backends/cow/format.h"
 #include "backends/volume.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/cli/control_client.h"
 #include "fusefs/cli/progress.h"
-#include "fusefs/remote.h"
 
 #define CONVERT_CHUNK ((size_t)4 << 20)
 #define CONVERT_ALIGN ((size_t)4096)
@@ -92,7 +90,8 @@ static bool is_snapshot(struct backend *b, const char *volume)
 static int open_source(struct dioloop_image_ref *ref, struct backend **b,
 		       const char **type, int *lock_fd)
 {
-	g_autofree char *why = NULL, *holder = NULL;
+	g_autoptr(GError) error = NULL;
+	g_autofree char *holder = NULL;
 	bool busy = false;
 	int ret;
 
@@ -101,9 +100,9 @@ static int open_source(struct dioloop_image_ref *ref, struct backend **b,
 		busy = true;
 	else if (ret < 0 && ret != -ENOENT)
 		return DIOLOOP_EXIT_FAIL;
-	ret = dioloop_image_ref_open(ref, BACKEND_OPEN_RDONLY, b, type, &why);
+	ret = dioloop_image_ref_open(ref, BACKEND_OPEN_RDONLY, b, type, &error);
 	if (ret < 0) {
-		dioloop_err("convert: %s", why);
+		dioloop_err("convert: %s", error->message);
 		return DIOLOOP_EXIT_FAIL;
 	}
 	if (busy && !is_snapshot(*b, ref->volume)) {
@@ -117,22 +116,35 @@ static int open_source(struct dioloop_image_ref *ref, struct backend **b,
 	return 0;
 }
 
-/* The part of an nfs:// URL before its options. */
+/* The part of a URL before its options. */
 static char *url_without_options(const char *url)
 {
 	return g_strndup(url, strcspn(url, "?"));
 }
 
-/* Make way for an nfs:// DST (no local image lock: the server's file is
- * not ours to lock): false after a message (*status: exit status). */
-static bool prepare_nfs_dst(const char *dst,
+/* Remove the image at the URL dst: 0 or -errno (printed, one line,
+ * unless -ENOENT). */
+static int remove_url_dst(const char *dst)
+{
+	g_autoptr(GError) error = NULL;
+	int ret = backend_remove_url(dst, &error);
+
+	if (ret < 0 && ret != -ENOENT)
+		dioloop_err("%s", error->message);
+	return ret;
+}
+
+/* Make way for a URL DST (no local image lock: the server's file is not
+ * ours to lock): false after a message (*status: exit status). */
+static bool prepare_url_dst(const char *dst,
 			    const struct dioloop_image_ref *src, bool force,
 			    int *status)
 {
-	g_autofree char *why = NULL, *a = NULL, *b = NULL;
+	g_autoptr(GError) error = NULL;
+	g_autofree char *a = NULL, *b = NULL;
 
-	if (dioloop_nfs_check_url("convert", dst, true, &why) < 0) {
-		dioloop_err("convert: %s", why);
+	if (backend_check_url(dst, true, &error) < 0) {
+		dioloop_err("convert: %s", error->message);
 		*status = DIOLOOP_EXIT_USAGE;
 		return false;
 	}
@@ -145,7 +157,7 @@ static bool prepare_nfs_dst(const char *dst,
 	}
 	/* Without --force the create below refuses an existing file. */
 	if (force) {
-		int ret = dioloop_nfs_image_remove(dst);
+		int ret = remove_url_dst(dst);
 
 		if (ret < 0 && ret != -ENOENT)
 			return false;
@@ -164,14 +176,8 @@ static bool prepare_dst(const char *dst, const struct dioloop_image_ref *src,
 
 	*lock_fd = -1;
 	*status = DIOLOOP_EXIT_FAIL;
-	if (dioloop_is_nfs_url(dst))
-		return prepare_nfs_dst(dst, src, force, status);
-	if (strstr(dst, "://")) {
-		dioloop_err("convert: %s: new images are made on local files "
-			    "or nfs:// URLs only", dst);
-		*status = DIOLOOP_EXIT_USAGE;
-		return false;
-	}
+	if (backend_is_url(dst))
+		return prepare_url_dst(dst, src, force, status);
 	if (lstat(dst, &st) < 0) {
 		if (errno == ENOENT)
 			return true;
@@ -211,6 +217,7 @@ int dioloop_cmd_convert(int argc, char **argv)
 {
 	gboolean progress = FALSE, force = FALSE;
 	g_autofree char *format = NULL, *csum = NULL, *why = NULL;
+	g_autoptr(GError) error = NULL;
 	GOptionEntry entries[] = {
 		{ "format", 'f', 0, G_OPTION_ARG_STRING, &format,
 		  "format of DST: raw or cow (default: the format of SRC)",
@@ -229,8 +236,9 @@ int dioloop_cmd_convert(int argc, char **argv)
 	struct dioloop_image_ref ref;
 	const char *src_type, *dst_type, *what = "";
 	int src_lock = -1, dst_lock = -1, ret, status = DIOLOOP_EXIT_FAIL;
-	uint8_t csum_type = 0;
+	struct backend_create_args create = { 0 };
 	bool created = false;
+	uint32_t align;
 	int64_t size;
 
 	if (!dioloop_parse_args("convert", "SRC DST",
@@ -245,13 +253,10 @@ int dioloop_cmd_convert(int argc, char **argv)
 			    argc - 1);
 		return DIOLOOP_EXIT_USAGE;
 	}
-	if (!dioloop_parse_format("convert", format, NULL, &csum_type))
+	if (!dioloop_parse_format("convert", format, NULL))
 		return DIOLOOP_EXIT_USAGE;
-	if (csum && !(csum_type = cow_csum_parse(csum))) {
-		dioloop_err("convert: bad --csum '%s': known checksums: crc32c, "
-			    "xxhash64", csum);
+	if (csum && !dioloop_parse_checksum("convert", csum))
 		return DIOLOOP_EXIT_USAGE;
-	}
 	dioloop_cli_logs("convert");
 	if (dioloop_image_ref_resolve(argv[1], &ref, &why) < 0) {
 		dioloop_err("convert: %s", why);
@@ -263,11 +268,10 @@ int dioloop_cmd_convert(int argc, char **argv)
 		goto out;
 	}
 	dst_type = format ? format : !strcmp(src_type, "cow") ? "cow" : "raw";
-	if (dioloop_is_nfs_url(argv[2])) {
-		/* Images on NFS are raw, served by the nfs backend. */
-		if (format && strcmp(format, "raw")) {
-			dioloop_err("convert: %s: cow images on nfs:// are not "
-				    "supported (raw only)", argv[2]);
+	if (backend_is_url(argv[2])) {
+		/* Images on a protocol are raw, served by its backend. */
+		if (backend_check_create(format, argv[2], &error) < 0) {
+			dioloop_err("convert: %s", error->message);
 			status = DIOLOOP_EXIT_USAGE;
 			goto out;
 		}
@@ -288,30 +292,31 @@ int dioloop_cmd_convert(int argc, char **argv)
 	if (!prepare_dst(argv[2], &ref, force, &dst_lock, &status))
 		goto out;
 	status = DIOLOOP_EXIT_FAIL;
-	if (!strcmp(dst_type, "cow") && (c.size == 0 || c.size % COW_BLOCK_SIZE)) {
-		uint64_t cow_size = MAX(COW_BLOCK_SIZE, (c.size + COW_BLOCK_SIZE - 1) &
-					~(uint64_t)(COW_BLOCK_SIZE - 1));
-
-		dioloop_err("convert: %s: cow images are whole 4 KiB blocks: "
+	/* A format with blocks (not raw, which keeps any size) rounds up. */
+	align = dioloop_create_align(dst_type);
+	create.path = argv[2];
+	create.size = c.size;
+	create.checksum = csum;
+	if (strcmp(dst_type, "raw") && (c.size == 0 || c.size % align)) {
+		create.size = MAX(align, (c.size + align - 1) /
+					 align * align);
+		dioloop_err("convert: %s: %s images are whole %u KiB blocks: "
 			    "%" PRIu64 " bytes (%" PRIu64 " zeros added)",
-			    argv[2], cow_size, cow_size - c.size);
-		ret = dioloop_image_create(argv[2], dst_type, csum_type,
-					   cow_size, &why);
-	} else {
-		g_clear_pointer(&why, g_free);
-		ret = dioloop_image_create(argv[2], dst_type, csum_type, c.size,
-					   &why);
+			    argv[2], dst_type, align / 1024, create.size,
+			    create.size - c.size);
 	}
+	ret = backend_create(dst_type, &create, &error);
 	if (ret < 0) {
-		dioloop_err("convert: %s", why);
+		dioloop_err("convert: %s", error->message);
 		goto out;
 	}
 	created = true;
 	{
 		struct backend_open_args args = { .path = argv[2] };
 
-		ret = backend_open(dioloop_is_nfs_url(argv[2]) ? "nfs" :
-				   dst_type, &args, &c.dst);
+		ret = backend_open(backend_is_url(argv[2]) ?
+				   backend_probe(argv[2]) : dst_type, &args,
+				   &c.dst);
 	}
 	if (ret < 0) {
 		dioloop_err("convert: %s: %s", argv[2], g_strerror(-ret));
@@ -338,8 +343,8 @@ out:
 	if (c.src)
 		backend_close(c.src);
 	if (created && status != DIOLOOP_EXIT_OK) {
-		if (dioloop_is_nfs_url(argv[2]))
-			dioloop_nfs_image_remove(argv[2]);
+		if (backend_is_url(argv[2]))
+			remove_url_dst(argv[2]);
 		else
 			unlink(argv[2]);
 	}

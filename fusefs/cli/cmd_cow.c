@@ -82,7 +82,7 @@ static const char *probe_image(const char *cmd,
 			    ref->node);
 		return NULL;
 	}
-	if (!strstr(ref->image, "://")) {
+	if (!backend_is_url(ref->image)) {
 		if (stat(ref->image, &st) < 0 || access(ref->image, R_OK) < 0) {
 			dioloop_err("%s: %s: %s", cmd, ref->image,
 				    g_strerror(errno));
@@ -252,7 +252,7 @@ static int scrub_offline(const char *arg, struct dioloop_image_ref *ref,
 	struct dioloop_image_ref whole = { .image = ref->image };
 	struct backend_scrub_progress res = { 0 };
 	g_autoptr(GError) error = NULL;
-	g_autofree char *why = NULL;
+	g_autoptr(GError) open_error = NULL;
 	int lock_fd, ret, status = DIOLOOP_EXIT_USAGE;
 	const char *type;
 	struct backend *b;
@@ -261,9 +261,9 @@ static int scrub_offline(const char *arg, struct dioloop_image_ref *ref,
 		goto out;
 	/* The whole container, whatever volume was named. */
 	ret = dioloop_image_ref_open(&whole, BACKEND_OPEN_RDONLY, &b, &type,
-				     &why);
+				     &open_error);
 	if (ret < 0) {
-		dioloop_err("scrub: %s", why);
+		dioloop_err("scrub: %s", open_error->message);
 		goto out;
 	}
 	dioloop_progress_begin(&s.bar, "scrub", DIOLOOP_PROGRESS_BLOCKS, 0,
@@ -472,8 +472,8 @@ static int volume_error(const char *cmd, const char *image, const char *name,
 static int volume_offline(const char *cmd, struct dioloop_image_ref *ref,
 			  const char *name, bool del, bool writable)
 {
-	g_autofree char *why = NULL, *base = NULL;
-	g_autoptr(GError) error = NULL;
+	g_autoptr(GError) open_error = NULL, error = NULL;
+	g_autofree char *base = NULL;
 	int lock_fd = -1, ret, status = DIOLOOP_EXIT_FAIL;
 	const char *type = probe_image(cmd, ref);
 	struct backend *b;
@@ -489,9 +489,9 @@ static int volume_offline(const char *cmd, struct dioloop_image_ref *ref,
 	if (lock_image(cmd, ref, false, &lock_fd) < 0)
 		return DIOLOOP_EXIT_FAIL;
 	ret = dioloop_image_ref_open(ref, BACKEND_OPEN_CONTAINER_RW, &b, &type,
-				     &why);
+				     &open_error);
 	if (ret < 0) {
-		dioloop_err("%s: %s", cmd, why);
+		dioloop_err("%s: %s", cmd, open_error->message);
 		goto out;
 	}
 	if (del)

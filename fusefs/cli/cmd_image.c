@@ -21,59 +21,52 @@
 #include "backends/size.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/cli/control_client.h"
-#include "fusefs/remote.h"
 
 #define DIOLOOP_MAX_IMAGE_SIZE (UINT64_C(1) << 60)
 #define DIOLOOP_DEFAULT_IMAGE_SIZE (UINT64_C(1) << 30)
 
-/* Create a sparse raw image of size bytes; refuses to overwrite. */
-static int create_raw(const char *path, uint64_t size)
+/* Does ops (NULL: any registered backend) create images with checksum
+ * csum?  *known: those it does, ", "-separated (g_free it). */
+static bool checksum_known(const struct backend_ops *ops, const char *csum,
+			   char **known)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	int ret = 0;
+	const char *const *names = backend_names();
+	GString *list = g_string_new(NULL);
+	bool found = false;
+	size_t i, j;
 
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0)
-		ret = -errno;
-	close(fd);
-	if (ret < 0)
-		unlink(path);
-	return ret;
+	for (i = 0; names[i]; i++) {
+		const struct backend_ops *o = backend_lookup(names[i]);
+
+		if ((ops && o != ops) || !o->checksums)
+			continue;
+		for (j = 0; o->checksums[j]; j++) {
+			found |= !strcmp(o->checksums[j], csum);
+			g_string_append_printf(list, "%s%s", list->len ? ", " :
+					       "", o->checksums[j]);
+		}
+	}
+	*known = g_string_free(list, FALSE);
+	return found;
 }
 
-int dioloop_image_create(const char *path, const char *format,
-			 uint8_t csum_type, uint64_t size, char **why)
+bool dioloop_parse_checksum(const char *cmd, const char *csum)
 {
-	struct cow_format_opts opts = { .size = size, .csum_type = csum_type };
-	struct cow_err err = { "" };
-	int ret;
+	g_autofree char *known = NULL;
 
-	*why = NULL;
-	if (dioloop_is_nfs_url(path)) {
-		if (!strcmp(format, "cow")) {
-			*why = g_strdup_printf("%s: cow images on nfs:// are not "
-					       "supported (raw only)", path);
-			return -EOPNOTSUPP;
-		}
-		return dioloop_nfs_image_create(path, size, why);
-	}
-	if (strcmp(format, "cow")) {
-		ret = create_raw(path, size);
-		if (ret < 0)
-			*why = g_strdup_printf("%s: %s", path, g_strerror(-ret));
-		return ret;
-	}
-	ret = cow_format(path, &opts, &err);
-	if (ret < 0)
-		*why = g_strdup(err.msg);
-	return ret;
+	if (checksum_known(NULL, csum, &known))
+		return true;
+	dioloop_err("%s: bad --csum '%s': known checksums: %s", cmd, csum,
+		    known);
+	return false;
 }
 
 bool dioloop_parse_format(const char *cmd, const char *format,
-			  const char *csum, uint8_t *csum_type)
+			  const char *csum)
 {
-	*csum_type = 0;
+	const struct backend_ops *ops;
+	g_autofree char *known = NULL;
+
 	if (format && strcmp(format, "raw") && strcmp(format, "cow")) {
 		dioloop_err("%s: bad --format '%s': known formats: raw, cow", cmd,
 			    format);
@@ -81,24 +74,31 @@ bool dioloop_parse_format(const char *cmd, const char *format,
 	}
 	if (!csum)
 		return true;
-	if (!format || strcmp(format, "cow")) {
+	ops = backend_lookup(format ? format : "raw");
+	if (!ops || !ops->checksums) {
 		dioloop_err("%s: --csum '%s' needs --format cow (raw images "
 			    "have no checksums)", cmd, csum);
 		return false;
 	}
-	*csum_type = cow_csum_parse(csum);
-	if (!*csum_type) {
-		dioloop_err("%s: bad --csum '%s': known checksums: crc32c, "
-			    "xxhash64", cmd, csum);
+	if (!checksum_known(ops, csum, &known)) {
+		dioloop_err("%s: bad --csum '%s': known checksums: %s", cmd,
+			    csum, known);
 		return false;
 	}
 	return true;
 }
 
+uint32_t dioloop_create_align(const char *format)
+{
+	const struct backend_ops *ops = backend_lookup(format);
+
+	return ops && ops->create_align ? ops->create_align : 1;
+}
+
 int dioloop_cmd_create(int argc, char **argv)
 {
 	g_autofree char *size_arg = NULL, *format = NULL, *csum = NULL;
-	g_autofree char *why = NULL;
+	g_autoptr(GError) error = NULL;
 	GOptionEntry entries[] = {
 		{ "size", 's', 0, G_OPTION_ARG_STRING, &size_arg,
 		  "logical size, with K/M/G/T suffixes (default 1G); a "
@@ -109,9 +109,11 @@ int dioloop_cmd_create(int argc, char **argv)
 		  "cow data checksum: crc32c (default) or xxhash64", "TYPE" },
 		{ NULL },
 	};
-	uint64_t size = DIOLOOP_DEFAULT_IMAGE_SIZE;
-	uint8_t csum_type;
-	bool cow;
+	struct backend_create_args args = {
+		.size = DIOLOOP_DEFAULT_IMAGE_SIZE,
+	};
+	const char *type;
+	uint32_t align;
 	int ret;
 
 	if (!dioloop_parse_args("create", "PATH",
@@ -127,42 +129,44 @@ int dioloop_cmd_create(int argc, char **argv)
 			    argc - 1);
 		return DIOLOOP_EXIT_USAGE;
 	}
-	if (!dioloop_parse_format("create", format, csum, &csum_type))
+	if (!dioloop_parse_format("create", format, csum))
 		return DIOLOOP_EXIT_USAGE;
-	cow = format && !strcmp(format, "cow");
-	if (dioloop_is_nfs_url(argv[1])) {
-		if (cow) {
-			dioloop_err("create: %s: cow images on nfs:// are not "
-				    "supported (raw only)", argv[1]);
-			return DIOLOOP_EXIT_USAGE;
-		}
-		if (dioloop_nfs_check_url("create", argv[1], true, &why) < 0) {
-			dioloop_err("create: %s", why);
-			return DIOLOOP_EXIT_USAGE;
-		}
+	type = format ? format : "raw";
+	args.path = argv[1];
+	args.checksum = csum;
+	/* A URL's protocol, its form, and whether the format can live
+	 * there: a usage error before anything is made. */
+	if (backend_check_create(type, argv[1], &error) < 0 ||
+	    (backend_is_url(argv[1]) &&
+	     backend_check_url(argv[1], true, &error) < 0)) {
+		dioloop_err("create: %s", error->message);
+		return DIOLOOP_EXIT_USAGE;
 	}
 	if (size_arg) {
-		unsigned int align = cow ? COW_BLOCK_SIZE : 512;
+		bool named = strcmp(type, "raw") != 0;
 
+		align = dioloop_create_align(type);
 		ret = dioloop_parse_size(size_arg, DIOLOOP_MAX_IMAGE_SIZE,
-					 &size);
-		if (ret < 0 || size % align || size == 0) {
+					 &args.size);
+		if (ret < 0 || args.size % align || args.size == 0) {
+			g_autofree char *not_multiple =
+				g_strdup_printf("not a multiple of %u bytes",
+						align);
+			g_autofree char *which =
+				g_strdup_printf(" (%s images)", type);
+
 			dioloop_err("create: bad --size '%s': %s%s", size_arg,
 				    ret == -ERANGE ? "too large (at most 1 EiB)" :
 				    ret < 0 ? "expected a number with an "
 					      "optional K/M/G/T suffix" :
-				    size == 0 ? "must not be 0" :
-				    cow ? "not a multiple of 4096 bytes" :
-					  "not a multiple of 512 bytes",
-				    ret == 0 && size && cow ? " (cow images)" :
-							       "");
+				    args.size == 0 ? "must not be 0" :
+						     not_multiple,
+				    ret == 0 && args.size && named ? which : "");
 			return DIOLOOP_EXIT_USAGE;
 		}
 	}
-	ret = dioloop_image_create(argv[1], cow ? "cow" : "raw", csum_type,
-				   size, &why);
-	if (ret < 0) {
-		dioloop_err("create: %s", why);
+	if (backend_create(type, &args, &error) < 0) {
+		dioloop_err("create: %s", error->message);
 		return DIOLOOP_EXIT_FAIL;
 	}
 	return DIOLOOP_EXIT_OK;
@@ -433,6 +437,7 @@ int dioloop_cmd_info(int argc, char **argv)
 	};
 	struct dioloop_image_ref ref;
 	struct cow_details d = { 0 };
+	g_autoptr(GError) error = NULL;
 	g_autofree char *why = NULL;
 	struct backend_info info;
 	const char *type;
@@ -461,28 +466,16 @@ int dioloop_cmd_info(int argc, char **argv)
 		dioloop_err("info: %s", why);
 		return DIOLOOP_EXIT_FAIL;
 	}
-	if (dioloop_is_nfs_url(argv[1]) &&
-	    dioloop_nfs_check_url("info", ref.image, true, &why) < 0) {
-		dioloop_err("info: %s", why);
+	if (backend_is_url(argv[1]) &&
+	    backend_check_url(ref.image, true, &error) < 0) {
+		dioloop_err("info: %s", error->message);
 		dioloop_image_ref_clear(&ref);
 		return DIOLOOP_EXIT_USAGE;
 	}
-	/* An nfs:// image: the backend's reason (the server's answer) is
-	 * the one error line. */
-	if (dioloop_is_nfs_url(argv[1]))
-		dioloop_cli_capture_begin("info");
 	ret = dioloop_image_ref_open(&ref, BACKEND_OPEN_RDONLY, &b, &type,
-				     &why);
-	if (dioloop_is_nfs_url(argv[1])) {
-		g_autofree char *reason = dioloop_cli_capture_end("info", NULL);
-
-		if (ret < 0 && reason) {
-			g_free(why);
-			why = g_steal_pointer(&reason);
-		}
-	}
+				     &error);
 	if (ret < 0) {
-		dioloop_err("info: %s", why);
+		dioloop_err("info: %s", error->message);
 		dioloop_image_ref_clear(&ref);
 		return DIOLOOP_EXIT_FAIL;
 	}

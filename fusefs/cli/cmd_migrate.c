@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "backends/size.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/cli/control_client.h"
@@ -153,7 +154,7 @@ static char *absolute_dest(const char *dest)
 {
 	g_autofree char *cwd = NULL;
 
-	if (strstr(dest, "://") || g_path_is_absolute(dest))
+	if (backend_is_url(dest) || g_path_is_absolute(dest))
 		return g_strdup(dest);
 	cwd = g_get_current_dir();
 	return g_canonicalize_filename(dest, cwd);

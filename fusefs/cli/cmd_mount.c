@@ -516,7 +516,7 @@ static int run_mount(struct mount_state *ms, const char *source,
 	if (ret < 0) {
 		/* A remote source that failed here passed the check before
 		 * the fork: it went away since (mount's status 2 still). */
-		ret = dioloop_is_nfs_url(source) ? DIOLOOP_EXIT_USAGE :
+		ret = backend_is_url(source) ? DIOLOOP_EXIT_USAGE :
 						   DIOLOOP_EXIT_FAIL;
 		dioloop_err("mount: %s: cannot serve it", source);
 		if (ms->fs.opts.faults)
@@ -708,13 +708,16 @@ int dioloop_cmd_mount(int argc, char **argv)
 		mount_state_free(ms);
 		return DIOLOOP_EXIT_FAIL;
 	}
-	if (dioloop_is_nfs_url(argv[1])) {
-		g_autofree char *why = NULL;
+	if (backend_is_url(argv[1])) {
+		g_autoptr(GPtrArray) names =
+			g_ptr_array_new_with_free_func(g_free);
+		g_autoptr(GError) error = NULL;
 
 		/* The URL, the server, the export and the directory: one
 		 * line and status 2 while the terminal listens. */
-		if (dioloop_nfs_check_source(argv[1], &why) < 0) {
-			dioloop_err("mount: %s", why);
+		if (backend_check_url(argv[1], false, &error) < 0 ||
+		    backend_list_url(argv[1], names, &error) < 0) {
+			dioloop_err("mount: %s", error->message);
 			mount_state_free(ms);
 			return DIOLOOP_EXIT_USAGE;
 		}

@@ -44,34 +44,12 @@ bool dioloop_parse_args(const char *cmd, const char *params,
 void dioloop_cli_logs(const char *cmd);
 
 /* --format/--csum of create and convert: false after a one-line message.
- * *csum_type: 0 (the default) or enum cow_csum_type. */
+ * A checksum needs a format whose backend has checksums. */
 bool dioloop_parse_format(const char *cmd, const char *format,
-			  const char *csum, uint8_t *csum_type);
-
-/* Create an image at path (never over an existing file): format "raw" or
- * "cow".  0, or -errno with a one-line reason in *why (g_free it). */
-int dioloop_image_create(const char *path, const char *format,
-			 uint8_t csum_type, uint64_t size, char **why);
-
-/* nfs_errors.c: nfs:// images on the command line. */
-/* Capture the libraries' warnings from here on instead of printing them;
- * end: the first one (or fallback, or NULL; g_free it), and the logs go
- * back to dioloop_cli_logs(cmd). */
-void dioloop_cli_capture_begin(const char *cmd);
-char *dioloop_cli_capture_end(const char *cmd, const char *fallback);
-/* Check url's form (nfs_url_check): 0, or -EINVAL with the one-line
- * reason in *why (g_free it). */
-int dioloop_nfs_check_url(const char *cmd, const char *url, bool want_file,
-			  char **why);
-/* Check an nfs:// mount source: the URL, and that the server lists the
- * directory.  0, or -errno with the one-line reason in *why (g_free
- * it). */
-int dioloop_nfs_check_source(const char *url, char **why);
-/* Create a sparse raw image at an nfs:// url: 0, or -errno with the
- * one-line reason in *why (g_free it). */
-int dioloop_nfs_image_create(const char *url, uint64_t size, char **why);
-/* Remove an image at an nfs:// url (after a failed convert): 0 or
- * -errno (printed, one line, unless -ENOENT). */
-int dioloop_nfs_image_remove(const char *url);
+			  const char *csum);
+/* Is csum a checksum some backend creates?  False after a message. */
+bool dioloop_parse_checksum(const char *cmd, const char *csum);
+/* The multiple a new image of format must have as its size. */
+uint32_t dioloop_create_align(const char *format);
 
 #endif

@@ -259,7 +259,7 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 
 	*ref = (struct dioloop_image_ref){ 0 };
 	*why = NULL;
-	if (strstr(arg, "://")) {
+	if (backend_is_url(arg)) {
 		/* A URL: served by its backend, never by a mount here. */
 		if (at) {
 			ref->image = g_strndup(arg, at - arg);
@@ -300,38 +300,52 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 
 int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
 			   unsigned int flags, struct backend **b,
-			   const char **type, char **why)
+			   const char **type, GError **error)
 {
+	g_autoptr(GError) reason = NULL;
 	struct backend_open_args args = {
 		.path = ref->image,
 		.flags = flags,
 		.volume = ref->volume,
+		.error = &reason,
 	};
 	int ret;
 
-	*why = NULL;
-	*type = ref->image ? backend_probe(ref->image) : "raw";
-	if (!ref->image) {
-		*why = g_strdup_printf("%s: cannot tell which image the node is "
-				       "(its mount's source is not visible "
-				       "here)", ref->node);
-		return -ENOENT;
+	*type = "raw";
+	if (!ref->image)
+		return backend_set_error(error, -ENOENT,
+					 "%s: cannot tell which image the node is (its mount's source is not visible here)",
+					 ref->node);
+	*type = backend_probe(ref->image);
+	if (!*type) {
+		*type = "raw";
+		backend_for_url(ref->image, error);
+		return -EPROTONOSUPPORT;
 	}
 	ret = backend_open(*type, &args, b);
+	if (ret < 0 && reason && backend_is_url(ref->image)) {
+		/* The server's answer or the URL's fault: the one line. */
+		g_propagate_error(error, g_steal_pointer(&reason));
+		return ret;
+	}
+	/* A local image: the backend's line first, as a warning, then the
+	 * summary below. */
+	if (reason)
+		g_warning("%s", reason->message);
 	if (ret == -ENOENT && ref->volume && ref->volume[0] &&
 	    access(ref->image, F_OK) == 0) {
 		if (strcmp(*type, "cow"))
-			*why = g_strdup_printf("%s is a %s image: it has no "
-					       "volume '%s'", ref->image, *type,
-					       ref->volume);
+			backend_set_error(error, ret, "%s is a %s image: it has no volume '%s'",
+					  ref->image, *type, ref->volume);
 		else
-			*why = g_strdup_printf("%s: no volume '%s'",
-					       ref->image, ref->volume);
+			backend_set_error(error, ret, "%s: no volume '%s'",
+					  ref->image, ref->volume);
 	} else if (ret == -EBUSY) {
-		*why = g_strdup_printf("%s: in use (open for writing by "
-				       "another process)", ref->image);
+		backend_set_error(error, ret, "%s: in use (open for writing by another process)",
+				  ref->image);
 	} else if (ret < 0) {
-		*why = g_strdup_printf("%s: %s", ref->image, g_strerror(-ret));
+		backend_set_error(error, ret, "%s: %s", ref->image,
+				  g_strerror(-ret));
 	}
 	return ret;
 }
@@ -343,7 +357,7 @@ int dioloop_image_ref_lock(const char *cmd, const struct dioloop_image_ref *ref,
 
 	*lock_fd = -1;
 	*holder = NULL;
-	if (!ref->image || strstr(ref->image, "://"))
+	if (!ref->image || backend_is_url(ref->image))
 		return 0;
 	ret = dioloop_image_lock_path(ref->image, &readonly, lock_fd, holder);
 	if (ret < 0 && ret != -EBUSY && ret != -ENOENT)

@@ -61,11 +61,13 @@ void dioloop_image_ref_clear(struct dioloop_image_ref *ref);
 /*
  * Open ref's image offline (backend_probe chooses the backend; its name
  * in *type), volume included: 0, or -errno with a one-line reason in
- * *why.  flags: enum backend_open_flags.
+ * *error.  A URL's backend line is that reason; a local image's is
+ * logged first (g_warning) and the reason sums up.  flags: enum
+ * backend_open_flags.
  */
 int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
 			   unsigned int flags, struct backend **b,
-			   const char **type, char **why);
+			   const char **type, GError **error);
 
 /*
  * Take the image lock of ref's image, as the daemon does for every image
