@@ -105,6 +105,12 @@ static int aio_submit_locked(struct dioloop_aio *aio,
 	return done;
 }
 
+/* The recorder's token of each flush in flight (request -> guint64),
+ * made only once a recorder is installed, so that the test hook adds
+ * nothing to a request or a context.  By iorec_tokens_lock. */
+static GMutex iorec_tokens_lock;
+static GHashTable *iorec_tokens;
+
 /* Tell the recorder about the flushes among reqs (they cover the writes
  * it has seen complete so far). */
 static void aio_report_flushes(struct dioloop_iorec *r,
@@ -114,11 +120,39 @@ static void aio_report_flushes(struct dioloop_iorec *r,
 
 	for (i = 0; i < n; i++) {
 		struct iocb *cb = &reqs[i]->iocb;
+		guint64 *token;
 
-		if (cb->aio_lio_opcode == IO_CMD_FDSYNC ||
-		    cb->aio_lio_opcode == IO_CMD_FSYNC)
-			reqs[i]->iorec_token = r->flush_begin(r, cb->aio_fildes);
+		if (cb->aio_lio_opcode != IO_CMD_FDSYNC &&
+		    cb->aio_lio_opcode != IO_CMD_FSYNC)
+			continue;
+		token = g_new(guint64, 1);
+		*token = r->flush_begin(r, cb->aio_fildes);
+		g_mutex_lock(&iorec_tokens_lock);
+		if (!iorec_tokens)
+			iorec_tokens = g_hash_table_new_full(g_direct_hash,
+							     g_direct_equal,
+							     NULL, g_free);
+		g_hash_table_insert(iorec_tokens, reqs[i], token);
+		g_mutex_unlock(&iorec_tokens_lock);
 	}
+}
+
+/* The recorder's token of the flush req (0 if it was submitted before the
+ * recorder was installed), forgotten. */
+static uint64_t aio_take_token(struct dioloop_aio_req *req)
+{
+	guint64 *token = NULL;
+	uint64_t ret = 0;
+
+	g_mutex_lock(&iorec_tokens_lock);
+	if (iorec_tokens)
+		token = g_hash_table_lookup(iorec_tokens, req);
+	if (token) {
+		ret = *token;
+		g_hash_table_remove(iorec_tokens, req);
+	}
+	g_mutex_unlock(&iorec_tokens_lock);
+	return ret;
 }
 
 /* Tell the recorder a write or flush finished with res, before its
@@ -141,7 +175,8 @@ static void aio_report_done(struct dioloop_iorec *r,
 		break;
 	case IO_CMD_FSYNC:
 	case IO_CMD_FDSYNC:
-		r->flush_end(r, cb->aio_fildes, req->iorec_token, (int)res);
+		r->flush_end(r, cb->aio_fildes, aio_take_token(req),
+			     (int)res);
 		break;
 	default:
 		break;
@@ -331,7 +366,6 @@ void dioloop_aio_prep_rw(struct dioloop_aio_req *req, bool write, int fd,
 	req->done = done;
 	req->next = NULL;
 	req->res = 0;
-	req->iorec_token = 0;
 }
 
 void dioloop_aio_prep_fdsync(struct dioloop_aio_req *req, int fd,
@@ -342,7 +376,6 @@ void dioloop_aio_prep_fdsync(struct dioloop_aio_req *req, int fd,
 	req->done = done;
 	req->next = NULL;
 	req->res = 0;
-	req->iorec_token = 0;
 }
 
 bool dioloop_aio_on_completion_thread(struct dioloop_aio *aio)

@@ -35,7 +35,6 @@ struct dioloop_aio_req {
 	/* private to the context: */
 	struct dioloop_aio_req *next;	/* queue link */
 	long res;			/* result of a request io_submit refused */
-	uint64_t iorec_token;		/* a flush's token from the recorder */
 };
 
 struct dioloop_aio_stats {

@@ -93,19 +93,37 @@ int backend_open(const char *type, const struct backend_open_args *args,
 		 struct backend **out)
 {
 	const struct backend_ops *ops;
-	struct backend *b;
-	int ret;
 
 	*out = NULL;
 	ops = type ? backend_lookup(type) : NULL;
 	if (!ops)
 		return -ENOENT;
+	return backend_open_ops(ops, args, out);
+}
+
+/* Open an image with an ops table of the caller's.  Control thread. */
+int backend_open_ops(const struct backend_ops *ops,
+		     const struct backend_open_args *args,
+		     struct backend **out)
+{
+	struct backend *b;
+	int ret;
+
+	*out = NULL;
+	if (backend_ops_check(ops) < 0)
+		return -EINVAL;
+	if (ops->is_filter && !args->inner)
+		return -EINVAL;
 	b = g_new0(struct backend, 1);
 	b->ops = ops;
 	b->path = g_strdup(args->path);
 	b->flags = args->flags;
 	b->aio = args->aio;
-	ret = ops->open(b, args);
+	if (ops->is_filter) {
+		b->inner = args->inner;
+		b->limits = args->inner->limits;
+	}
+	ret = ops->open ? ops->open(b, args) : 0;
 	if (ret < 0) {
 		g_free(b->path);
 		g_free(b);
@@ -163,7 +181,9 @@ void backend_close(struct backend *b)
 {
 	if (!b)
 		return;
-	b->ops->close(b);
+	if (b->ops->close)
+		b->ops->close(b);
+	backend_close(b->inner);
 	g_free(b->path);
 	g_free(b);
 }
@@ -171,8 +191,14 @@ void backend_close(struct backend *b)
 /* Logical size or -errno.  Any thread. */
 int64_t backend_get_size(struct backend *b)
 {
+	if (!b->ops->get_size)
+		return backend_get_size(b->inner);
 	return b->ops->get_size(b);
 }
+
+/* Does the filter b leave op to its inner backend?  (A NULL op of a
+ * backend that is not a filter gets the core's default instead.) */
+#define backend_forwards(b, op) (!(b)->ops->op && (b)->ops->is_filter)
 
 /* Checked entry to the op: any thread (see backend.h). */
 ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
@@ -196,12 +222,16 @@ ssize_t backend_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 		if (ret < 0)
 			return ret;
 	}
+	if (backend_forwards(b, direct_IO_bvec))
+		return backend_direct_IO_bvec(b->inner, iocb);
 	return b->ops->direct_IO_bvec(b, iocb);
 }
 
 /* Make completed writes durable; worker thread. */
 int backend_flush(struct backend *b)
 {
+	if (backend_forwards(b, flush))
+		return backend_flush(b->inner);
 	return b->ops->flush ? b->ops->flush(b) : 0;
 }
 
@@ -237,31 +267,13 @@ int backend_discard(struct backend *b, uint64_t pos, uint64_t len)
 	err = backend_range_within(pos, len, INT64_MAX);
 	if (err < 0)
 		return err;
+	if (backend_forwards(b, discard))
+		return backend_discard(b->inner, pos, len);
 	if (!backend_clamp(b, pos, &len, &err))
 		return err;
 	if (!b->ops->discard)
 		return backend_write_zeroes(b, pos, len);
 	return b->ops->discard(b, pos, len);
-}
-
-/* Fill bvec with pages of buf covering len bytes; returns the count. */
-static unsigned long backend_fill_bvec(struct bio_vec *bvec, char *buf,
-				       size_t len)
-{
-	unsigned long n = 0;
-
-	while (len) {
-		size_t l = len < DIOLOOP_PAGE_SIZE ? len : DIOLOOP_PAGE_SIZE;
-
-		bvec[n] = (struct bio_vec){
-			.bv_page = buf + n * DIOLOOP_PAGE_SIZE,
-			.bv_len = (unsigned int)l,
-			.bv_offset = 0,
-		};
-		n++;
-		len -= l;
-	}
-	return n;
 }
 
 /* Bytes of the next piece at pos: up to the next BACKEND_CHUNK multiple. */
@@ -284,7 +296,7 @@ static ssize_t backend_sync_io(struct backend *b, int rw, char *buf,
 		.ki_iter = &iter,
 		.ki_complete = NULL,
 	};
-	unsigned long nr = backend_fill_bvec(bvec, buf, len);
+	unsigned long nr = bvec_fill_pages(bvec, NULL, buf, len);
 
 	iov_iter_init_bvec(&iter, bvec, nr, len, 0);
 	return backend_direct_IO_bvec(b, &iocb);
@@ -335,6 +347,8 @@ int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 	err = backend_range_within(pos, len, INT64_MAX);
 	if (err < 0)
 		return err;
+	if (backend_forwards(b, write_zeroes))
+		return backend_write_zeroes(b->inner, pos, len);
 	if (!backend_clamp(b, pos, &len, &err))
 		return err;
 	if (!b->ops->write_zeroes)
@@ -347,6 +361,8 @@ int backend_resize(struct backend *b, uint64_t size)
 {
 	int ret;
 
+	if (backend_forwards(b, resize))
+		return backend_resize(b->inner, size);
 	if (!b->ops->resize)
 		return -EOPNOTSUPP;
 	if (b->flags & BACKEND_OPEN_RDONLY)
@@ -364,10 +380,13 @@ int backend_resize(struct backend *b, uint64_t size)
 int backend_map(struct backend *b, uint64_t pos, uint64_t len,
 		struct backend_extent *ext)
 {
-	int64_t size = backend_get_size(b);
+	int64_t size;
 	uint64_t want;
 	int ret;
 
+	if (backend_forwards(b, map))
+		return backend_map(b->inner, pos, len, ext);
+	size = backend_get_size(b);
 	if (size < 0)
 		return (int)size;
 	if (len == 0)
@@ -404,9 +423,19 @@ ssize_t backend_clone_range(struct backend *src, uint64_t src_pos,
 {
 	int err;
 
+	if (backend_forwards(src, clone_range))
+		return backend_clone_range(src->inner, src_pos, dst, dst_pos,
+					   len);
+	if (backend_forwards(dst, clone_range))
+		return backend_clone_range(src, src_pos, dst->inner, dst_pos,
+					   len);
+	/* A filter that implements clone_range is asked whichever side it
+	 * is on (the destination's first): it unwraps the other side. */
+	if (dst->ops->is_filter && dst->ops->clone_range)
+		return dst->ops->clone_range(src, src_pos, dst, dst_pos, len);
 	if (!src->ops->clone_range)
 		return -EOPNOTSUPP;
-	if (src->ops != dst->ops)
+	if (src->ops != dst->ops && !src->ops->is_filter)
 		return -EXDEV;
 	if (dst->flags & BACKEND_OPEN_RDONLY)
 		return -EROFS;
@@ -430,6 +459,8 @@ int backend_info(struct backend *b, struct backend_info *info)
 {
 	int64_t size;
 
+	if (backend_forwards(b, info))
+		return backend_info(b->inner, info);
 	memset(info, 0, sizeof(*info));
 	if (b->ops->info)
 		return b->ops->info(b, info);
@@ -440,6 +471,52 @@ int backend_info(struct backend *b, struct backend_info *info)
 	info->size = (uint64_t)size;
 	info->allocated = (uint64_t)size;
 	return 0;
+}
+
+struct backend *backend_below_filters(struct backend *b)
+{
+	while (b->ops->is_filter)
+		b = b->inner;
+	return b;
+}
+
+struct backend *backend_find_filter(struct backend *b,
+				    const struct backend_ops *ops)
+{
+	for (; b; b = b->ops->is_filter ? b->inner : NULL)
+		if (b->ops == ops)
+			return b;
+	return NULL;
+}
+
+void backend_stack_replace(struct backend **top, struct backend *old,
+			   struct backend *new)
+{
+	struct backend *b;
+
+	if (*top == old) {
+		*top = new;
+		return;
+	}
+	for (b = *top; b->ops->is_filter; b = b->inner) {
+		if (b->inner == old) {
+			b->inner = new;
+			b->limits = new->limits;
+			return;
+		}
+	}
+	g_assert_not_reached();
+}
+
+struct backend *backend_filter_swap_inner(struct backend *b,
+					  struct backend *inner)
+{
+	struct backend *old = b->inner;
+
+	g_assert(b->ops->is_filter);
+	b->inner = inner;
+	b->limits = inner->limits;
+	return old;
 }
 
 /*

@@ -39,6 +39,14 @@
  *   map          the whole range is data
  *   clone_range  -EOPNOTSUPP (callers copy)
  *   info         format = ops->name, allocated = size
+ *
+ * Filters (ops->is_filter): a backend stacked on another one, b->inner,
+ * which the core sets from args->inner at open and closes after the
+ * filter's close (if open fails, inner stays the caller's).  A filter
+ * implements only the ops it changes: every op it leaves NULL, required
+ * ones included (open and close too), goes to b->inner through the core's
+ * wrapper, so an op added later is never dropped by a filter that does
+ * not know it.  Limits start as inner's (open may change them).
  */
 #ifndef DIOLOOP_BACKEND_H
 #define DIOLOOP_BACKEND_H
@@ -234,12 +242,6 @@ struct backend_ops {
 			       uint64_t len);
 	/* Fill info.  Optional. */
 	int (*info)(struct backend *b, struct backend_info *info);
-	/* Live migration (backends/migrate.h): make [pos, pos + len) of dst
-	 * (this backend) hold what src holds there, keeping holes holes.
-	 * MIGRATEPAGE_SUCCESS, -EAGAIN (transient: the caller retries the
-	 * range later) or -errno.  Optional: the core copies. */
-	int (*migratepage)(struct backend *dst, struct backend *src,
-			   uint64_t pos, uint64_t len);
 
 	/* Volumes, scrub, check and stats (backends/volume.h). */
 	/* The volume op set; NULL: the image has one volume only. */
@@ -271,9 +273,14 @@ struct backend_ops {
 	/* Protocols: append to names (g_free'd) the image names of the
 	 * directory url, sorted.  0 or -errno with the line in *error. */
 	int (*list)(const char *dir_url, GPtrArray *names, GError **error);
+
+	/* ---- filters (stacking) ---- */
+	/* Stacked on b->inner: NULL ops forward there (see above). */
+	bool is_filter;
 };
 
-/* migratepage's success (seed 011: a named code, negative errno else). */
+/* The per-range copy's success (seed 011's migratepage: a named code,
+ * -EAGAIN for a transient failure, negative errno else). */
 #define MIGRATEPAGE_SUCCESS 0
 
 /* An open image.  Fields above priv are the core's; the backend sets
@@ -285,6 +292,11 @@ struct backend {
 	struct dioloop_aio *aio;
 	struct backend_limits limits;
 	void *priv;			/* the backend's */
+	/* ---- filters ---- */
+	/* The backend below a filter (owned: closed after it); NULL for a
+	 * backend that is not a filter.  Changed only by
+	 * backend_filter_swap_inner. */
+	struct backend *inner;
 };
 
 /* The registry: NULL when unknown.  Tables are validated once. */
@@ -335,6 +347,9 @@ int backend_open_image(const struct backend_open_args *args, int flags);
  * O_PATH), with open(2) flags: an fd, or -errno (-ESTALE if it were not
  * the same inode). */
 int backend_reopen_fd(int fd, int flags);
+/* Register a test double's ops table (the production table lists none):
+ * tests only, before they start threads.  0 or -errno. */
+int backend_register_for_tests(const struct backend_ops *ops);
 /* Validate an ops table (required ops, sane name): 0 or -EINVAL. */
 int backend_ops_check(const struct backend_ops *ops);
 
@@ -342,6 +357,12 @@ int backend_ops_check(const struct backend_ops *ops);
  * unknown backend name). */
 int backend_open(const char *type, const struct backend_open_args *args,
 		 struct backend **out);
+/* The same with an ops table that need not be registered (a filter of
+ * the caller's, a test double): -EINVAL for a table that fails
+ * backend_ops_check. */
+int backend_open_ops(const struct backend_ops *ops,
+		     const struct backend_open_args *args,
+		     struct backend **out);
 void backend_close(struct backend *b);
 
 /* Can [pos, pos + len) be written, as a write or a new size (pos 0, len
@@ -371,9 +392,22 @@ ssize_t backend_clone_range(struct backend *src, uint64_t src_pos,
 			    struct backend *dst, uint64_t dst_pos,
 			    uint64_t len);
 int backend_info(struct backend *b, struct backend_info *info);
-/* The op, or the core's copy (migrate.c).  Worker thread. */
-int backend_migratepage(struct backend *dst, struct backend *src,
-			uint64_t pos, uint64_t len);
+
+/* The backend under every filter stacked on b (b itself if no filter). */
+struct backend *backend_below_filters(struct backend *b);
+/* The first filter in b's stack (b included) with these ops, or NULL. */
+struct backend *backend_find_filter(struct backend *b,
+				    const struct backend_ops *ops);
+/* In the stack *top, make whatever points to old (*top itself, or a
+ * filter's inner) point to new instead; that filter's limits become
+ * new's.  Only with no request in flight on the stack (drained). */
+void backend_stack_replace(struct backend **top, struct backend *old,
+			   struct backend *new);
+/* Put inner under the filter b in place of its inner backend, which is
+ * returned (the caller owns it now); b's limits become inner's.  Only with
+ * no request in flight on b and none starting (the owner drained it). */
+struct backend *backend_filter_swap_inner(struct backend *b,
+					  struct backend *inner);
 
 /* Synchronous read/write of a flat buffer through direct_IO_bvec (pool-free
  * bounce pages inside): bytes or -errno.  For tools and tests. */

@@ -494,7 +494,7 @@ static void dio_operation_start(struct dio *dio)
 static int dio_setup_bounce(struct dio *dio)
 {
 	uint64_t blk = UINT64_C(1) << dio->blkbits;
-	size_t pages, i;
+	size_t pages;
 
 	dio->bpos = dio->pos & ~(blk - 1);
 	dio->blen = (size_t)(((dio->pos + dio->count + blk - 1) & ~(blk - 1)) -
@@ -504,16 +504,7 @@ static int dio_setup_bounce(struct dio *dio)
 			   pages << DIOLOOP_PAGE_SHIFT))
 		return -ENOMEM;
 	dio->bounce_bvec = g_new(struct bio_vec, pages);
-	for (i = 0; i < pages; i++) {
-		size_t left = dio->blen - (i << DIOLOOP_PAGE_SHIFT);
-
-		dio->bounce_bvec[i] = (struct bio_vec){
-			.bv_page = (char *)dio->bounce + (i << DIOLOOP_PAGE_SHIFT),
-			.bv_len = (unsigned int)(left < DIOLOOP_PAGE_SIZE ?
-						 left : DIOLOOP_PAGE_SIZE),
-			.bv_offset = 0,
-		};
-	}
+	bvec_fill_pages(dio->bounce_bvec, NULL, dio->bounce, dio->blen);
 	return 0;
 }
 

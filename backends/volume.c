@@ -19,9 +19,18 @@ bool backend_volume_ops_complete(const struct backend_volume_ops *v)
 	       v->set_commit_interval;
 }
 
+/* The backend of b's stack that answers its volume ops: b, or the first
+ * one below b's filters with a volume op set (filters forward them). */
+static struct backend *volume_target(struct backend *b)
+{
+	while (!b->ops->volumes && b->ops->is_filter)
+		b = b->inner;
+	return b;
+}
+
 bool backend_has_volumes(const struct backend *b)
 {
-	return b->ops->volumes != NULL;
+	return volume_target((struct backend *)b)->ops->volumes != NULL;
 }
 
 /* -EOPNOTSUPP, saying that b's format has one volume only. */
@@ -36,6 +45,7 @@ static int no_volumes(const struct backend *b, GError **error)
 
 int backend_volume_list(struct backend *b, GArray *out, GError **error)
 {
+	b = volume_target(b);
 	if (!b->ops->volumes)
 		return no_volumes(b, error);
 	return b->ops->volumes->list(b, out, error);
@@ -44,6 +54,7 @@ int backend_volume_list(struct backend *b, GArray *out, GError **error)
 int backend_volume_snapshot(struct backend *b, const char *name,
 			    GError **error)
 {
+	b = volume_target(b);
 	if (!b->ops->volumes)
 		return no_volumes(b, error);
 	return b->ops->volumes->snapshot(b, name, false, error);
@@ -51,6 +62,7 @@ int backend_volume_snapshot(struct backend *b, const char *name,
 
 int backend_volume_clone(struct backend *b, const char *name, GError **error)
 {
+	b = volume_target(b);
 	if (!b->ops->volumes)
 		return no_volumes(b, error);
 	return b->ops->volumes->snapshot(b, name, true, error);
@@ -58,6 +70,7 @@ int backend_volume_clone(struct backend *b, const char *name, GError **error)
 
 int backend_volume_delete(struct backend *b, const char *name, GError **error)
 {
+	b = volume_target(b);
 	if (!b->ops->volumes)
 		return no_volumes(b, error);
 	return b->ops->volumes->delete(b, name, error);
@@ -67,6 +80,7 @@ int backend_volume_scrub(struct backend *b, backend_scrub_progress_fn progress,
 			 backend_scrub_bad_fn bad, void *opaque,
 			 struct backend_scrub_progress *res, GError **error)
 {
+	b = volume_target(b);
 	if (!b->ops->volumes)
 		return no_volumes(b, error);
 	return b->ops->volumes->scrub(b, progress, bad, opaque, res, error);
@@ -89,6 +103,7 @@ int backend_volume_check(const struct backend_ops *ops, const char *path,
 int backend_volume_set_commit_interval(struct backend *b, unsigned int ms,
 				       GError **error)
 {
+	b = volume_target(b);
 	if (!b->ops->volumes)
 		return no_volumes(b, error);
 	return b->ops->volumes->set_commit_interval(b, ms, error);
@@ -126,6 +141,8 @@ out:
 
 int backend_stats(struct backend *b, backend_stat_fn emit, void *opaque)
 {
+	while (!b->ops->stats && b->ops->is_filter)
+		b = b->inner;
 	if (!b->ops->stats)
 		return 0;
 	return b->ops->stats(b, emit, opaque);

@@ -359,7 +359,7 @@ static int ctl_limit(struct dioloop_fs *fs, int argc, char **argv,
 	return 0;
 }
 
-/* The rules of a node's fault layer and what they did, for the reply. */
+/* The rules of a node's fault filter and what they did, for the reply. */
 static void ctl_fault_list(struct backend *b, GString *reply)
 {
 	struct fault_rule rules[CTL_MAX_RULES];
@@ -411,6 +411,18 @@ static int ctl_fault(struct dioloop_fs *fs, int argc, char **argv,
 	ret = ctl_node(fs, "fault", argv[0], &node, reply);
 	if (ret < 0)
 		return ret;
+	/* The first rule stacks the filter (under a drain); "off" and a
+	 * listing leave the stack as it is. */
+	if (argc > 1 && strcmp(argv[1], "off")) {
+		ret = dioloop_node_stack_fault(node);
+		if (ret < 0) {
+			g_string_append_printf(reply, "fault: cannot stack the "
+					       "fault filter on '%s': %s\n",
+					       argv[0], g_strerror(-ret));
+			dioloop_node_forget(fs, node->ino, 1);
+			return ret;
+		}
+	}
 	b = dioloop_node_backend_get(node);
 	if (!b) {
 		g_string_append_printf(reply, "fault: node '%s' was deleted\n",

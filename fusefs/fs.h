@@ -39,7 +39,7 @@
 #include <sys/stat.h>
 
 #include "backends/backend.h"
-#include "backends/testing/fault.h"
+#include "backends/filter_fault.h"
 #include "fusefs/stats.h"
 #include "fusefs/throttle.h"
 #include "iter/page_pool.h"
@@ -65,6 +65,7 @@ struct dioloop_mount_opts {
 	struct dioloop_limits limits;	/* -o iops=...: every node's */
 	uint64_t total_bps;	/* -o total_bps: shared by the busy nodes */
 	GPtrArray *faults;	/* -o fault=: struct dioloop_mount_fault */
+	bool fault_all;		/* -o fault: the fault filter on every node */
 };
 
 /* A fault rule given at mount, for the node called node ("*": all). */
@@ -100,7 +101,8 @@ struct dioloop_node {
 	char *name;			/* node name: IMAGE or IMAGE@VOLUME */
 	char *image;			/* file name in the source directory */
 	char *volume;			/* cow volume; NULL: the default one */
-	/* The fault layer (fault.h) over the image's backend; open while
+	/* The image's backend, with the fault filter (filter_fault.h) on
+	 * top when a rule asked for it; open while
 	 * the node exists, except after delete-volume closed it (NULL).
 	 * File handles and the read/write path use it without b_lock (a
 	 * node with file handles is never closed); anyone else holds b_lock
@@ -293,6 +295,9 @@ void dioloop_node_io_begin(struct dioloop_node *node);
 void dioloop_node_io_end(struct dioloop_node *node);
 void dioloop_node_drain_begin(struct dioloop_node *node);
 void dioloop_node_drain_end(struct dioloop_node *node);
+/* Stack the fault filter on the node unless it has one: drains the node;
+ * the caller holds no b_lock.  0 or -errno. */
+int dioloop_node_stack_fault(struct dioloop_node *node);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops dioloop_fuse_ops;

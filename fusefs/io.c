@@ -11,7 +11,7 @@
  * copy behind copy_file_range) ask the same throttle and wait the same
  * way: in the node's queue, holding no thread, going on on a worker
  * thread when admitted.  A fault delay on a flush, discard or
- * write-zeroes waits in the fault layer's queue, not on a thread.
+ * write-zeroes waits in the fault filter's queue, not on a thread.
  * fsyncs run on flush threads of their own and control commands on
  * control threads (control.c), so no number of waiting ops can keep
  * them from a thread.  Every request is counted in the node's
@@ -78,16 +78,7 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 	if (dioloop_page_pool_get_many(fs->pool, pages, n) < 0)
 		for (i = 0; i < n; i++)
 			pages[i] = dioloop_page_pool_get_wait(fs->pool);
-	for (i = 0; i < n; i++) {
-		size_t left = size - (size_t)i * DIOLOOP_PAGE_SIZE;
-
-		io->bvec[i] = (struct bio_vec){
-			.bv_page = pages[i],
-			.bv_len = (unsigned int)(left < DIOLOOP_PAGE_SIZE ?
-						 left : DIOLOOP_PAGE_SIZE),
-			.bv_offset = 0,
-		};
-	}
+	bvec_fill_pages(io->bvec, pages, NULL, size);
 	iov_iter_init_bvec(&io->iter, io->bvec, n, size, 0);
 	return io;
 }
@@ -103,7 +94,7 @@ static void dioloop_io_free(struct dioloop_io *io)
 }
 
 /* Completion of a read: reply with the pages.  Completion thread, the
- * fault layer's delay thread, or the thread that dispatched it (FUSE
+ * fault filter's delay thread, or the thread that dispatched it (FUSE
  * worker or timer thread) when the backend finished inline. */
 static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 {
@@ -130,7 +121,7 @@ static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 	dioloop_io_free(io);
 }
 
-/* Completion of a write.  Completion thread, the fault layer's delay
+/* Completion of a write.  Completion thread, the fault filter's delay
  * thread, or the thread that dispatched it when it finished inline. */
 static void dioloop_write_done(struct kiocb *iocb, ssize_t res)
 {
@@ -143,7 +134,6 @@ static void dioloop_write_done(struct kiocb *iocb, ssize_t res)
 		dioloop_fs_log_error(io->fs, io->node, "write", (int)res);
 		fuse_reply_err(io->req, (int)-res);
 	} else {
-		dioloop_node_changed(io->node, io->iocb.ki_pos, (uint64_t)res);
 		fuse_reply_write(io->req, (size_t)res);
 	}
 	dioloop_io_free(io);
@@ -259,8 +249,8 @@ enum dioloop_work_stage {
 /*
  * A blocking op.  One that waits for its node's limits or for a fault
  * delay holds no thread: it waits in the throttle's queue (treq) or the
- * fault layer's (fop), as reads and writes do, and goes on from stage on
- * a worker thread (throttle) or finishes on the fault layer's delay
+ * fault filter's (fop), as reads and writes do, and goes on from stage on
+ * a worker thread (throttle) or finishes on the fault filter's delay
  * thread (fop).  Owned by whichever thread runs it; freed after the
  * reply.
  */
@@ -362,12 +352,12 @@ static bool dioloop_work_admit(struct dioloop_work *w,
 
 /* Run fop (flush, discard, write-zeroes, clone from fop->src) on node's
  * backend, with no thread waiting out a fault delay: its result, or
- * -EIOCBQUEUED (then fop->done is called from the fault layer's delay
+ * -EIOCBQUEUED (then fop->done is called from the fault filter's delay
  * thread). */
 static ssize_t dioloop_node_blocking_op(struct dioloop_node *node,
 					struct fault_op *fop)
 {
-	if (node->b->ops == &fault_backend_ops)
+	if (fault_filter_present(node->b))
 		return fault_backend_submit_op(node->b, fop);
 	switch (fop->kind) {
 	case FAULT_KIND_FLUSH:
@@ -473,8 +463,6 @@ static void dioloop_fallocate_reply(struct dioloop_work *w, int ret)
 /* The discard or write-zeroes ended.  Worker or delay thread. */
 static void dioloop_fallocate_finish(struct dioloop_work *w, int ret)
 {
-	if (ret == 0)
-		dioloop_node_changed(w->node, w->fop.pos, w->fop.len);
 	dioloop_node_io_end(w->node);
 	dioloop_fallocate_reply(w, ret);
 }
@@ -604,16 +592,12 @@ static int dioloop_copy_prepare(struct dioloop_work *w)
 /* The clone ended with ret: 0 to copy the rest, or -errno. */
 static int dioloop_copy_cloned(struct dioloop_work *w, ssize_t ret)
 {
-	if (ret < 0 && ret != -EOPNOTSUPP && ret != -EXDEV) {
-		/* It may have changed part of the range. */
-		dioloop_node_changed(w->out, (uint64_t)w->off_out, w->len);
+	if (ret < 0 && ret != -EOPNOTSUPP && ret != -EXDEV)
 		return (int)ret;
-	}
 	/* A clone may stop short (cow: whole blocks only): the rest is
 	 * copied. */
 	if (ret > 0)
 		w->done = MIN((uint64_t)ret, w->len);
-	dioloop_node_changed(w->out, (uint64_t)w->off_out, w->done);
 	return 0;
 }
 
@@ -720,9 +704,6 @@ static void dioloop_work_copy(struct dioloop_work *w)
 					     (uint64_t)w->off_out + w->done);
 			if (ret <= 0)
 				goto out;
-			dioloop_node_changed(out,
-					     (uint64_t)w->off_out + w->done,
-					     (uint64_t)ret);
 			w->done += (uint64_t)ret;
 			w->stage = STAGE_COPY_NEXT;
 			break;

@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Live migration in the daemon (migrate.h): one job per node, running in
- * its own thread over the engine in backends/migrate.c.
+ * its own thread over the mirror filter (backends/filter_mirror.h).
  *
- * Lifetime: node->migration points to the node's last job.  While the
- * engine runs, the write path reaches it through that pointer; before the
- * engine is freed the pointer's engine is cleared and the node drained
- * once, so no completion still uses it.  The write path reads the
- * pointer without a lock, so a node's job is never freed while the node
- * lives: the node's next migration reuses it (after joining its thread),
- * and it is freed with the node.  Until then it keeps the last result
- * for migrate-status.  A job's thread is joined as soon as it ends (by
+ * The job stacks the mirror on the node's image (below any other
+ * filter) with the node drained; the mirror marks what requests change,
+ * so the request path knows nothing of migration.  The switch and an
+ * abandoned migration take the mirror out of the stack, drained again,
+ * before the engine is freed.
+ *
+ * Lifetime: node->migration points to the node's last job, which is never
+ * freed while the node lives: the node's next migration reuses it (after
+ * joining its thread), and it is freed with the node.  Until then it
+ * keeps the last result for migrate-status.  A job's thread is joined as soon as it ends (by
  * the work that drops the job's lookup of its node), so no ended thread
  * keeps its stack.
  */
@@ -23,10 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backends/cow/cow.h"
-#include "backends/migrate.h"
+#include "backends/filter_mirror.h"
 #include "backends/size.h"
-#include "backends/testing/fault.h"
+#include "backends/volume.h"
 #include "fusefs/redirect.h"
 #include "fusefs/source.h"
 
@@ -59,6 +60,9 @@ struct dioloop_migration {
 	 * write path reads it lock-free: it is freed only after a drain). */
 	struct migration *_Atomic engine;
 	atomic_bool cancel;		/* asked before or while copying */
+	/* The mirror filter over the source while it is in the node's
+	 * stack (then until closed after the switch). */
+	struct backend *mirror;
 	struct backend *dst;
 	/* The destination file's lock (local destinations), taken when it
 	 * is created, before anything else can open it: owned by the job
@@ -85,19 +89,6 @@ static GPtrArray *jobs;
 static struct dioloop_migration *node_job(struct dioloop_node *node)
 {
 	return atomic_load(&node->migration);
-}
-
-void dioloop_node_changed(struct dioloop_node *node, uint64_t pos,
-			  uint64_t len)
-{
-	struct dioloop_migration *job = node_job(node);
-	struct migration *m;
-
-	if (!job)
-		return;
-	m = atomic_load(&job->engine);
-	if (m)
-		migration_mark_dirty(m, pos, len);
 }
 
 static bool job_running(struct dioloop_migration *job);
@@ -239,10 +230,25 @@ static int job_redirect_write(struct dioloop_migration *job)
 	return dioloop_redirect_write(job->fs, job->node->image, &r);
 }
 
-/* Stop using the engine: clear the pointer, wait out completions that
- * may still hold it, keep its final progress, free it. */
+/* Put the mirror into the node's stack, on the image under any other
+ * filter, with the node drained. */
+static void job_mirror_insert(struct dioloop_migration *job)
+{
+	struct dioloop_node *node = job->node;
+
+	dioloop_node_drain_begin(node);
+	g_rw_lock_writer_lock(&node->b_lock);
+	mirror_filter_insert(&node->b, job->mirror);
+	g_rw_lock_writer_unlock(&node->b_lock);
+	dioloop_node_drain_end(node);
+}
+
+/* Stop using the engine: clear the pointer, take the mirror out of the
+ * node's stack (drained: no completion still uses it), keep the final
+ * progress, free both. */
 static void job_engine_free(struct dioloop_migration *job)
 {
+	struct dioloop_node *node = job->node;
 	struct migration *m;
 
 	g_mutex_lock(&job->lock);
@@ -250,10 +256,16 @@ static void job_engine_free(struct dioloop_migration *job)
 	if (m)
 		migration_get_progress(m, &job->last);
 	g_mutex_unlock(&job->lock);
-	if (!m)
-		return;
-	dioloop_node_drain_begin(job->node);
-	dioloop_node_drain_end(job->node);
+	if (job->mirror) {
+		dioloop_node_drain_begin(node);
+		g_rw_lock_writer_lock(&node->b_lock);
+		if (job->mirror->inner)
+			mirror_filter_remove(&node->b, job->mirror);
+		g_rw_lock_writer_unlock(&node->b_lock);
+		dioloop_node_drain_end(node);
+		backend_close(job->mirror);
+		job->mirror = NULL;
+	}
 	migration_free(m);
 }
 
@@ -285,11 +297,17 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 		return ret;
 	}
 	/* Users of the backend outside requests (stat, stats, control
-	 * commands) hold b_lock: none sees the swap half done. */
+	 * commands) hold b_lock: none sees the swap half done.  The
+	 * destination takes the mirror's place in the stack. */
 	g_rw_lock_writer_lock(&node->b_lock);
-	old = fault_backend_swap_inner(node->b, job->dst);
-	node->cow = !strcmp(job->format, "cow");
+	ret = mirror_filter_switch(&node->b, job->mirror, &old);
+	if (ret == 0)
+		node->cow = !strcmp(job->format, "cow");
 	g_rw_lock_writer_unlock(&node->b_lock);
+	if (ret < 0) {
+		*why = g_strdup("the copy did not finish");
+		return ret;
+	}
 	/* The lock follows the data: the node holds the destination's
 	 * now; the source's goes when the old backend is closed. */
 	g_mutex_lock(&job->fs->lock);
@@ -410,14 +428,22 @@ static gpointer job_thread(gpointer opaque)
 				      g_strerror(-ret));
 		goto fail;
 	}
-	if (!strcmp(job->format, "cow") && job->fs->opts.commit_ms >= 0)
-		cow_set_commit_interval(job->dst,
-					(unsigned int)job->fs->opts.commit_ms);
-	ret = migration_new(node->b, job->dst, &job->opts, &m);
+	if (backend_has_volumes(job->dst) && job->fs->opts.commit_ms >= 0)
+		backend_volume_set_commit_interval(
+			job->dst, (unsigned int)job->fs->opts.commit_ms, NULL);
+	ret = migration_new(backend_below_filters(node->b), job->dst,
+			    &job->opts, &m);
 	if (ret < 0) {
 		why = g_strdup(g_strerror(-ret));
 		goto fail;
 	}
+	ret = mirror_filter_open(m, &job->mirror);
+	if (ret < 0) {
+		why = g_strdup_printf("stacking the mirror: %s",
+				      g_strerror(-ret));
+		goto fail;
+	}
+	job_mirror_insert(job);
 	g_mutex_lock(&job->lock);
 	atomic_store(&job->engine, m);
 	/* A cancel that came before the engine existed. */
@@ -448,6 +474,8 @@ static gpointer job_thread(gpointer opaque)
 					      (unsigned long long)p.error_pos);
 		goto fail;
 	}
+	backend_close(job->mirror);	/* out of the stack: holds nothing */
+	job->mirror = NULL;
 	migration_free(m);
 	backend_close(job->dst);	/* the old source */
 	job->dst = NULL;
@@ -527,7 +555,7 @@ static int migrate_check_node(struct dioloop_fs *fs, struct dioloop_node *node,
 	if (node->cow) {
 		struct backend *b = dioloop_node_backend_get(node);
 		GArray *vols = g_array_new(FALSE, TRUE,
-					   sizeof(struct cow_volume_info));
+					   sizeof(struct backend_volume_info));
 		int ret = b ? backend_volume_list(
 					dioloop_node_volume_backend(b),
 					vols, NULL) : -ENOENT;

@@ -18,7 +18,8 @@
  *
  * The switch: drain the node (no request in flight, none admitted), copy
  * what is still dirty, flush the destination, make the redirect durable,
- * put the destination under the node's fault layer, admit requests again.
+ * put the destination in the mirror filter's place (under the node's
+ * other filters), admit requests again.
  * The redirect is the file .IMAGE.dioloop-redirect in the source
  * directory, holding the destination; a node whose image has one serves
  * the destination (also after a restart, and when the image itself was
@@ -44,10 +45,6 @@ int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
 int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
 			       GString *reply);
 
-/* The write path: [pos, pos + len) of node changed on its backend (call
- * after the change completed).  Any thread. */
-void dioloop_node_changed(struct dioloop_node *node, uint64_t pos,
-			  uint64_t len);
 /* True while a migration of node runs (a resize must wait: EBUSY). */
 bool dioloop_node_migrating(struct dioloop_node *node);
 

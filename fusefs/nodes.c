@@ -211,7 +211,24 @@ static void dioloop_node_free(struct dioloop_fs *fs, struct dioloop_node *node)
 	g_free(node);
 }
 
-/* Add the -o fault= rules meant for name to the fault layer b. */
+/* Does the mount ask for the fault filter on the node called name: a
+ * -o fault=... rule for it, or -o fault for every node? */
+static bool dioloop_mount_wants_fault(struct dioloop_fs *fs, const char *name)
+{
+	guint i;
+
+	if (fs->opts.fault_all)
+		return true;
+	for (i = 0; fs->opts.faults && i < fs->opts.faults->len; i++) {
+		struct dioloop_mount_fault *mf = fs->opts.faults->pdata[i];
+
+		if (!strcmp(mf->node, "*") || !strcmp(mf->node, name))
+			return true;
+	}
+	return false;
+}
+
+/* Add the -o fault= rules meant for name to the fault filter in b. */
 static void dioloop_apply_mount_faults(struct dioloop_fs *fs, const char *name,
 				       struct backend *b)
 {
@@ -242,8 +259,9 @@ struct dioloop_node_src {
 /*
  * Lock the image and open it: its backend by magic (raw or cow; a
  * volume: cow), read-write unless the mount or the image is read-only
- * or the volume is a snapshot, with the fault layer on top (it passes
- * everything through until a rule is added).
+ * or the volume is a snapshot, with the fault filter on top only when the
+ * mount asks for it (dioloop_mount_wants_fault; a rule added at run time
+ * stacks it then, dioloop_node_stack_fault).
  */
 static int dioloop_open_backend(struct dioloop_fs *fs,
 				const struct dioloop_node_src *src,
@@ -322,9 +340,11 @@ static int dioloop_open_backend(struct dioloop_fs *fs,
 	if (*cow && fs->opts.commit_ms >= 0)
 		backend_volume_set_commit_interval(
 			image, (unsigned int)fs->opts.commit_ms, NULL);
-	args.inner = image;
-	args.file = NULL;
-	ret = backend_open("fault", &args, b);
+	if (!dioloop_mount_wants_fault(fs, src->name)) {
+		*b = image;
+		return 0;
+	}
+	ret = fault_filter_stack(image, b);
 	if (ret < 0) {
 		backend_close(image);
 		goto out_put_lock;
@@ -862,6 +882,30 @@ void dioloop_node_drain_end(struct dioloop_node *node)
 	node->draining = false;
 	g_cond_broadcast(&node->io_cond);
 	g_mutex_unlock(&node->io_lock);
+}
+
+/*
+ * Stack the fault filter on the node's backend, with no request in
+ * flight (drained) and no b_lock reader.  The old top stays open below the
+ * filter, so a stale pointer read without b_lock still reaches the image.
+ */
+int dioloop_node_stack_fault(struct dioloop_node *node)
+{
+	struct backend *f;
+	int ret = 0;
+
+	dioloop_node_drain_begin(node);
+	g_rw_lock_writer_lock(&node->b_lock);
+	if (!node->b)
+		ret = -ENOENT;
+	else if (!fault_filter_present(node->b)) {
+		ret = fault_filter_stack(node->b, &f);
+		if (ret == 0)
+			node->b = f;
+	}
+	g_rw_lock_writer_unlock(&node->b_lock);
+	dioloop_node_drain_end(node);
+	return ret;
 }
 
 /* The nodes in the table, referenced by the array (not by the kernel). */

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backends/testing/fault.h"
+#include "backends/filter_fault.h"
 #include "fusefs/throttle.h"
 
 /* Limit keys: the rates first (enum dioloop_rate_key), then these. */

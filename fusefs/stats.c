@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backends/testing/fault.h"
+#include "backends/filter_fault.h"
 #include "fusefs/fs.h"
 #include "fusefs/spec.h"
 
@@ -156,7 +156,17 @@ static void add_latency(JsonBuilder *jb, struct dioloop_node_stats *s)
 	json_builder_end_object(jb);
 }
 
-/* Add the fault layer's rules and counters. */
+/* Add the names of the filters stacked on the node, top first. */
+static void add_filters(JsonBuilder *jb, struct backend *b)
+{
+	json_builder_set_member_name(jb, "filters");
+	json_builder_begin_array(jb);
+	for (; b->ops->is_filter; b = b->inner)
+		json_builder_add_string_value(jb, b->ops->name);
+	json_builder_end_array(jb);
+}
+
+/* Add the fault filter's rules and counters. */
 static void add_faults(JsonBuilder *jb, struct backend *b)
 {
 	struct fault_rule rules[MAX_LISTED_RULES];
@@ -234,8 +244,7 @@ static uint64_t counter_sum(const struct backend_counters *bc,
 
 /* "checksum_errors" (0 when no backend counts them), then "backend":
  * every counter the stack emitted, as it came. */
-static void add_backend_counters(JsonBuilder *jb, struct backend *b,
-				 struct backend *inner)
+static void add_backend_counters(JsonBuilder *jb, struct backend *b)
 {
 	struct backend_counters bc = {
 		.keys = g_ptr_array_new_with_free_func(g_free),
@@ -243,9 +252,9 @@ static void add_backend_counters(JsonBuilder *jb, struct backend *b,
 	};
 	guint i;
 
+	/* Filters without counters of their own forward to the backend
+	 * below (backend_stats), so the top of the stack reports it all. */
 	backend_stats(b, collect_counter, &bc);
-	if (inner != b)
-		backend_stats(inner, collect_counter, &bc);
 	add_uint(jb, "checksum_errors", counter_sum(&bc, "checksum_errors"));
 	if (bc.keys->len) {
 		json_builder_set_member_name(jb, "backend");
@@ -289,7 +298,6 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 {
 	struct dioloop_node_stats *s = &node->stats;
 	struct backend *b = dioloop_node_backend_get(node);
-	struct backend *inner;
 	struct dioloop_throttle_stats ts;
 	struct dioloop_limits limits;
 	struct backend_info info;
@@ -297,7 +305,6 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 
 	if (!b)
 		return;		/* its volume was just deleted */
-	inner = fault_backend_inner(b);
 	json_builder_set_member_name(jb, node->name);
 	json_builder_begin_object(jb);
 	if (node->cow) {
@@ -328,7 +335,7 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 	add_uint(jb, "in_flight",
 		 (uint64_t)MAX(atomic_load(&s->in_flight), (int64_t)0));
 	add_errors(jb, s);
-	add_backend_counters(jb, b, inner);
+	add_backend_counters(jb, b);
 	if (node->cow)
 		add_scrub(jb, fs, node);
 
@@ -346,7 +353,9 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 	json_builder_end_object(jb);
 
 	add_latency(jb, s);
-	add_faults(jb, b);
+	add_filters(jb, b);
+	if (fault_filter_present(b))
+		add_faults(jb, b);
 	add_engine(jb, &info);
 	json_builder_end_object(jb);
 	dioloop_node_backend_put(node);

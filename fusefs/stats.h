@@ -4,7 +4,7 @@
  * by errno, and log2 latency histograms for read, write and flush.  The
  * counters are atomics bumped on the I/O path (any thread, no lock); the
  * JSON snapshot (MOUNTPOINT/.dioloop/stats.json) is built on a worker
- * thread from them and from the throttle, the fault layer and the
+ * thread from them and from the throttle, the fault filter and the
  * backend.
  *
  * A request is counted when it is answered, just before the reply, so a

@@ -9,12 +9,9 @@
 #include "fusefs/throttle.h"
 
 #include <errno.h>
-#include <math.h>
 #include <string.h>
 
 #include "backends/backend.h"
-
-#define NSEC_PER_SEC 1000000000.0
 
 /* The production clock.  Any thread. */
 uint64_t dioloop_throttle_monotonic_ns(void *opaque)
@@ -37,59 +34,6 @@ bool dioloop_limits_any(const struct dioloop_limits *l)
 		if (l->rate[i])
 			return true;
 	return false;
-}
-
-/* ---- one bucket ---- */
-
-/* Add the tokens earned since the last refill, up to capacity. */
-static void bucket_refill(struct dioloop_bucket *b, uint64_t now)
-{
-	if (b->rate <= 0 || now <= b->stamp) {
-		if (now > b->stamp)
-			b->stamp = now;
-		return;
-	}
-	b->tokens += b->rate * (double)(now - b->stamp) / NSEC_PER_SEC;
-	if (b->tokens > b->capacity)
-		b->tokens = b->capacity;
-	b->stamp = now;
-}
-
-/* Nanoseconds until the bucket has tokens again (0: it has some now). */
-static uint64_t bucket_wait(const struct dioloop_bucket *b)
-{
-	if (b->rate <= 0 || b->tokens > 0)
-		return 0;
-	return (uint64_t)ceil(-b->tokens * NSEC_PER_SEC / b->rate) + 1;
-}
-
-/* Take cost tokens (into debt if need be).  Lock held. */
-static void bucket_charge(struct dioloop_bucket *b, double cost)
-{
-	if (b->rate > 0)
-		b->tokens -= cost;
-}
-
-/*
- * New rate and burst, as of now.  A bucket that had no limit starts full;
- * one that had a limit keeps its tokens (clamped to the new capacity) but
- * not its debt: a new limit takes effect at once.
- */
-static void bucket_set(struct dioloop_bucket *b, uint64_t rate,
-		       uint32_t burst_ms, uint64_t now)
-{
-	bool was_limited = b->rate > 0;
-
-	bucket_refill(b, now);
-	b->rate = (double)rate;
-	b->capacity = MAX(b->rate * burst_ms / 1000.0, 1.0);
-	b->stamp = now;
-	if (!rate)
-		b->tokens = 0;
-	else if (!was_limited)
-		b->tokens = b->capacity;
-	else
-		b->tokens = CLAMP(b->tokens, 0.0, b->capacity);
 }
 
 /* ---- a node's buckets ---- */
@@ -139,8 +83,8 @@ static uint64_t node_wait(struct dioloop_throttle *t,
 	for (k = 0; k < DIOLOOP_RATE_NR; k++) {
 		if (!draws_from(req, k))
 			continue;
-		bucket_refill(&t->bucket[k], now);
-		wait = MAX(wait, bucket_wait(&t->bucket[k]));
+		dioloop_bucket_refill(&t->bucket[k], now);
+		wait = MAX(wait, dioloop_bucket_wait(&t->bucket[k]));
 	}
 	return wait;
 }
@@ -148,8 +92,8 @@ static uint64_t node_wait(struct dioloop_throttle *t,
 /* Nanoseconds until the shared bucket admits anything.  Lock held. */
 static uint64_t group_wait(struct dioloop_throttle_group *g, uint64_t now)
 {
-	bucket_refill(&g->total, now);
-	return bucket_wait(&g->total);
+	dioloop_bucket_refill(&g->total, now);
+	return dioloop_bucket_wait(&g->total);
 }
 
 /* Take req's cost from every bucket it draws from.  Lock held. */
@@ -161,9 +105,9 @@ static void charge(struct dioloop_throttle *t,
 
 	for (k = 0; k < DIOLOOP_RATE_NR; k++)
 		if (draws_from(req, k))
-			bucket_charge(&t->bucket[k],
+			dioloop_bucket_charge(&t->bucket[k],
 				      key_is_bytes(k) ? (double)req->bytes : 1.0);
-	bucket_charge(&g->total, (double)req->bytes);
+	dioloop_bucket_charge(&g->total, (double)req->bytes);
 	/* The virtual clock follows the least served node at dispatch. */
 	g->vclock = MAX(g->vclock, t->vtime);
 	t->vtime += req->bytes;
@@ -379,7 +323,8 @@ void dioloop_throttle_group_set_total(struct dioloop_throttle_group *g,
 	g->total_bps = total_bps;
 	g->burst_ms = burst_ms ? MIN(burst_ms, DIOLOOP_MAX_BURST_MS) :
 				 DIOLOOP_DEFAULT_BURST_MS;
-	bucket_set(&g->total, total_bps, g->burst_ms, g->now(g->now_opaque));
+	dioloop_bucket_set(&g->total, total_bps, g->burst_ms,
+			   g->now(g->now_opaque));
 	g_cond_signal(&g->cond);
 	g_mutex_unlock(&g->lock);
 }
@@ -403,7 +348,7 @@ static void throttle_apply(struct dioloop_throttle *t,
 
 	t->limits = *l;
 	for (k = 0; k < DIOLOOP_RATE_NR; k++)
-		bucket_set(&t->bucket[k], l->rate[k], burst_of(l), now);
+		dioloop_bucket_set(&t->bucket[k], l->rate[k], burst_of(l), now);
 }
 
 /* Join a node's throttle to the group.  Whoever opens the node. */

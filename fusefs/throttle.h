@@ -41,6 +41,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backends/token_bucket.h"
+
 /* The per-node limits, in units per second; 0 means no limit. */
 enum dioloop_rate_key {
 	DIOLOOP_RATE_IOPS,		/* every request */
@@ -61,13 +63,6 @@ struct dioloop_limits {
 					 * its rate; 0 = the default */
 };
 
-struct dioloop_bucket {
-	double rate;			/* tokens per second, 0 = unlimited */
-	double capacity;		/* the most tokens saved up */
-	double tokens;			/* may be < 0: the debt of a request
-					 * admitted with too few */
-	uint64_t stamp;			/* ns: tokens are as of this time */
-};
 
 /* Which way a request goes: DIOLOOP_READ or DIOLOOP_WRITE (backend.h). */
 struct dioloop_throttle_req {

@@ -33,17 +33,10 @@ bool dioloop_volume_split(const char *name, char **image, char **volume)
 	return true;
 }
 
-/* The backend below b when b is a filter, else NULL.  The fault layer
- * is the one filter a node stacks today. */
-static struct backend *backend_below(struct backend *b)
-{
-	return b->ops == &fault_backend_ops ? fault_backend_inner(b) : NULL;
-}
-
 struct backend *dioloop_node_volume_backend(struct backend *b)
 {
 	while (b && !backend_has_volumes(b))
-		b = backend_below(b);
+		b = b->ops->is_filter ? b->inner : NULL;
 	return b;
 }
 

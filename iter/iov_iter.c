@@ -299,6 +299,26 @@ size_t iov_iter_zero(struct iov_iter *i, size_t bytes)
 	return done;
 }
 
+unsigned long bvec_fill_pages(struct bio_vec *bvec, void *const *pages,
+			      void *buf, size_t len)
+{
+	unsigned long n = 0;
+
+	while (len) {
+		size_t l = len < DIOLOOP_PAGE_SIZE ? len : DIOLOOP_PAGE_SIZE;
+
+		bvec[n] = (struct bio_vec){
+			.bv_page = pages ? pages[n] :
+					   (char *)buf + n * DIOLOOP_PAGE_SIZE,
+			.bv_len = (unsigned int)l,
+			.bv_offset = 0,
+		};
+		n++;
+		len -= l;
+	}
+	return n;
+}
+
 size_t bvec_length(const struct bio_vec *bvec, unsigned long nr_segs)
 {
 	size_t len = 0;

@@ -120,6 +120,13 @@ size_t iov_iter_copy_from_buf(struct iov_iter *i, const void *buf,
 /* Fill the next bytes of the iterator with zeros, advancing it. */
 size_t iov_iter_zero(struct iov_iter *i, size_t bytes);
 
+/* Describe len bytes of whole pages as bio_vecs, each page from offset 0
+ * and the last one shorter: page i is pages[i], or buf + i pages when
+ * pages is NULL (a page-aligned buffer).  Returns how many were filled
+ * (bvec has room for that many: len rounded up to pages). */
+unsigned long bvec_fill_pages(struct bio_vec *bvec, void *const *pages,
+			      void *buf, size_t len);
+
 /* Total length of an array of bio_vecs (bio.h's bvec_length()). */
 size_t bvec_length(const struct bio_vec *bvec, unsigned long nr_segs);
 

@@ -57,6 +57,120 @@ START_TEST(test_backend_registry_lookup)
 }
 END_TEST
 
+/* A filter that implements nothing: every op, including those the core
+ * requires of a backend, must reach the backend below. */
+static const struct backend_ops empty_filter_ops = {
+	.name = "empty-filter",
+	.is_filter = true,
+};
+
+/* Counts the ops it implements, to show the core calls them and not
+ * inner's when the filter has them. */
+static atomic_int counting_flushes;
+
+/* flush of the counting filter: count, then pass down. */
+static int counting_flush(struct backend *b)
+{
+	atomic_fetch_add(&counting_flushes, 1);
+	return backend_flush(b->inner);
+}
+
+static const struct backend_ops counting_filter_ops = {
+	.name = "counting-filter",
+	.is_filter = true,
+	.flush = counting_flush,
+};
+
+static struct backend *open_filter(const struct backend_ops *ops,
+				   struct backend *inner)
+{
+	struct backend_open_args args = { .path = "filter", .inner = inner,
+					  .flags = inner->flags };
+	struct backend *f = NULL;
+	int ret = backend_open_ops(ops, &args, &f);
+
+	ck_assert_msg(ret == 0 && f, "open %s: expected 0, got %d", ops->name,
+		      ret);
+	ck_assert_msg(f->inner == inner, "the core sets the filter's inner");
+	return f;
+}
+
+START_TEST(test_backend_filter_forwards_null_ops)
+{
+	struct backend *mem = open_mem("size=1M", BACKEND_OPEN_GROWABLE);
+	struct backend *f = open_filter(&empty_filter_ops, mem);
+	struct backend *g = open_filter(&counting_filter_ops, f);
+	char buf[8192], back[8192];
+	struct backend_extent ext;
+	struct backend_info info;
+
+	memset(buf, 0xa5, sizeof(buf));
+	ck_assert_int_eq(backend_get_size(g), 1 << 20);
+	ck_assert_msg(g->limits.request_alignment ==
+		      mem->limits.request_alignment,
+		      "a filter starts with inner's limits");
+	ck_assert_int_eq(backend_pwrite(g, buf, sizeof(buf), 4096),
+			 (ssize_t)sizeof(buf));
+	ck_assert_int_eq(mem_backend_peek(mem, 4096, back, sizeof(back)), 0);
+	ck_assert_msg(!memcmp(buf, back, sizeof(buf)),
+		      "a write through two filters lands in mem");
+	memset(back, 0, sizeof(back));
+	ck_assert_int_eq(backend_pread(g, back, sizeof(back), 4096),
+			 (ssize_t)sizeof(back));
+	ck_assert_msg(!memcmp(buf, back, sizeof(buf)), "reads come back");
+	ck_assert_int_eq(backend_info(g, &info), 0);
+	ck_assert_str_eq(info.format, "mem");
+	ck_assert_int_eq(backend_map(g, 0, 1 << 20, &ext), 0);
+	ck_assert_msg(ext.hole && ext.len == 4096,
+		      "map comes from mem: a 4096-byte hole, got %s %llu",
+		      ext.hole ? "hole" : "data",
+		      (unsigned long long)ext.len);
+	ck_assert_int_eq(backend_discard(g, 4096, 4096), 0);
+	ck_assert_msg(!mem_backend_block_written(mem, 4096),
+		      "discard reaches mem");
+	ck_assert_int_eq(backend_write_zeroes(g, 8192, 4096), 0);
+	ck_assert_msg(!mem_backend_block_written(mem, 8192),
+		      "write_zeroes reaches mem");
+	ck_assert_int_eq(backend_resize(g, 2 << 20), 0);
+	ck_assert_int_eq(backend_get_size(mem), 2 << 20);
+	atomic_store(&counting_flushes, 0);
+	ck_assert_int_eq(backend_flush(g), 0);
+	ck_assert_int_eq(atomic_load(&counting_flushes), 1);
+	ck_assert_msg(backend_below_filters(g) == mem,
+		      "below both filters is mem");
+	ck_assert_msg(backend_find_filter(g, &empty_filter_ops) == f,
+		      "the empty filter is found in the stack");
+	/* Closing the top closes the whole stack (ASan: no leak). */
+	backend_close(g);
+}
+END_TEST
+
+START_TEST(test_backend_filter_needs_inner)
+{
+	struct backend_open_args args = { .path = "filter" };
+	struct backend *f = (struct backend *)&args;
+
+	ck_assert_int_eq(backend_open_ops(&empty_filter_ops, &args, &f),
+			 -EINVAL);
+	ck_assert_msg(f == NULL, "a failed open leaves NULL");
+}
+END_TEST
+
+START_TEST(test_backend_filter_swap_inner)
+{
+	struct backend *a = open_mem("size=1M", 0);
+	struct backend *b = open_mem("size=2M,align=4096", 0);
+	struct backend *f = open_filter(&empty_filter_ops, a);
+
+	ck_assert_msg(backend_filter_swap_inner(f, b) == a,
+		      "the swap returns the old inner");
+	ck_assert_int_eq(backend_get_size(f), 2 << 20);
+	ck_assert_int_eq(f->limits.request_alignment, 4096);
+	backend_close(a);
+	backend_close(f);
+}
+END_TEST
+
 START_TEST(test_backend_open_unknown_is_enoent)
 {
 	struct backend_open_args args = { .path = "x" };
@@ -884,6 +998,9 @@ static Suite *backend_suite(void)
 	tcase_set_timeout(core, 300);
 	tcase_add_test(core, test_backend_registry_lookup);
 	tcase_add_test(core, test_backend_open_unknown_is_enoent);
+	tcase_add_test(core, test_backend_filter_forwards_null_ops);
+	tcase_add_test(core, test_backend_filter_needs_inner);
+	tcase_add_test(core, test_backend_filter_swap_inner);
 	tcase_add_test(core, test_backend_open_failure_returns_backend_error);
 	tcase_add_test(core, test_backend_ops_check_rejects_incomplete);
 	tcase_add_test(core, test_backend_defaults_of_optional_ops);

@@ -780,6 +780,30 @@ START_TEST(test_iter_init_written)
 }
 END_TEST
 
+/* bvec_fill_pages: whole pages, the last one shorter, from a buffer or
+ * from a page array. */
+START_TEST(test_iter_bvec_fill_pages)
+{
+	struct bio_vec bvec[3];
+	void *pages[3] = { (void *)0x10000, (void *)0x30000, (void *)0x20000 };
+	char *buf = (char *)0x40000;
+	size_t len = 2 * DIOLOOP_PAGE_SIZE + 100;
+
+	ck_assert_uint_eq(bvec_fill_pages(bvec, NULL, buf, len), 3);
+	ck_assert_ptr_eq(bvec[1].bv_page, buf + DIOLOOP_PAGE_SIZE);
+	ck_assert_uint_eq(bvec[1].bv_len, DIOLOOP_PAGE_SIZE);
+	ck_assert_uint_eq(bvec[2].bv_len, 100);
+	ck_assert_uint_eq(bvec[2].bv_offset, 0);
+	ck_assert_uint_eq(bvec_length(bvec, 3), len);
+	ck_assert_uint_eq(bvec_fill_pages(bvec, pages, NULL,
+					  DIOLOOP_PAGE_SIZE + 1), 2);
+	ck_assert_ptr_eq(bvec[0].bv_page, pages[0]);
+	ck_assert_ptr_eq(bvec[1].bv_page, pages[1]);
+	ck_assert_uint_eq(bvec[1].bv_len, 1);
+	ck_assert_uint_eq(bvec_fill_pages(bvec, NULL, buf, 0), 0);
+}
+END_TEST
+
 static Suite *iter_suite(void)
 {
 	Suite *s = suite_create("iter");
@@ -801,6 +825,10 @@ static Suite *iter_suite(void)
 	tc = tcase_create("get_iovecs");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_iter_get_iovecs, 0, NR_KINDS);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fill_pages");
+	tcase_add_test(tc, test_iter_bvec_fill_pages);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("flat");

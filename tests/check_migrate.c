@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The live-migration engine (backends/migrate.h) over the "mem" test
+ * The live-migration engine (backends/filter_mirror.h) over the "mem" test
  * double, with the "fault" layer for failures: holes stay holes, a copy
  * under concurrent writes converges to a byte-identical destination,
  * failures and -EAGAIN are counted like migrate_pages(), unreadable
@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "backends/migrate.h"
-#include "backends/testing/fault.h"
+#include "backends/filter_mirror.h"
+#include "backends/filter_fault.h"
 #include "backends/testing/mem.h"
 #include "tests/testutil.h"
 
@@ -240,7 +240,7 @@ START_TEST(test_migrate_eagain_is_retried)
 	migration_get_progress(m, &p);
 	ck_assert_msg(p.ranges_retried > 0, "retries counted");
 	ck_assert_int_eq(p.ranges_failed, 0);
-	inner = fault_backend_inner(dst);
+	inner = dst->inner;
 	assert_same(src, inner);
 	migration_free(m);
 	backend_close(src);
@@ -261,7 +261,7 @@ START_TEST(test_migrate_bad_source_block)
 	struct test_rng rng;
 
 	test_rng_init(&rng, 6);
-	fill_random(fault_backend_inner(src), &rng, 100);
+	fill_random(src->inner, &rng, 100);
 	ck_assert_int_eq(fault_backend_add_rule(src, &r), 0);
 
 	ck_assert_int_eq(migration_new(src, dst, NULL, &m), 0);
@@ -315,6 +315,54 @@ START_TEST(test_migrate_cancel)
 }
 END_TEST
 
+/* The mirror filter marks what passes down (no daemon): writes (sync and
+ * async), discards and zeroes after the first pass reach the destination;
+ * the switch puts the destination in the mirror's place in the stack. */
+START_TEST(test_migrate_mirror_marks_dirty)
+{
+	struct backend *src = open_mem("size=32M,async");
+	struct backend *dst = open_mem("size=32M");
+	struct backend *top, *mirror, *old = NULL;
+	struct migrate_progress p;
+	struct migration *m;
+	struct test_rng rng;
+	uint8_t *blk = g_malloc(BLK);
+
+	test_rng_init(&rng, 11);
+	fill_random(src, &rng, 10);
+	ck_assert_int_eq(migration_new(src, dst, NULL, &m), 0);
+	ck_assert_int_eq(mirror_filter_open(m, &mirror), 0);
+	top = open_fault(src);
+	mirror_filter_insert(&top, mirror);
+	ck_assert_msg(top->inner == mirror && mirror->inner == src,
+		      "the mirror sits under the fault filter, on the source");
+	ck_assert_int_eq(migration_copy(m), 0);
+	migration_get_progress(m, &p);
+	ck_assert_uint_eq(p.dirty, 0);
+	/* Changes after the copy, through the top of the stack. */
+	test_rng_fill(&rng, blk, BLK);
+	ck_assert_int_eq(backend_pwrite(top, blk, BLK, 20u << 20), BLK);
+	ck_assert_int_eq(backend_discard(top, 0, 1u << 20), 0);
+	ck_assert_int_eq(backend_write_zeroes(top, 3u << 20, 1u << 20), 0);
+	migration_get_progress(m, &p);
+	ck_assert_msg(p.dirty == 3 * MIGRATE_CHUNK,
+		      "a write, a discard and a zeroing in three chunks: "
+		      "expected %llu dirty bytes, got %llu",
+		      (unsigned long long)(3 * MIGRATE_CHUNK),
+		      (unsigned long long)p.dirty);
+	ck_assert_int_eq(migration_finish(m), 0);
+	assert_same(src, dst);
+	ck_assert_int_eq(mirror_filter_switch(&top, mirror, &old), 0);
+	ck_assert_msg(old == src && top->inner == dst,
+		      "the switch puts dst under the fault filter");
+	backend_close(mirror);
+	migration_free(m);
+	backend_close(old);
+	backend_close(top);	/* closes dst */
+	g_free(blk);
+}
+END_TEST
+
 static Suite *migrate_suite(void)
 {
 	Suite *s = suite_create("migrate");
@@ -328,6 +376,7 @@ static Suite *migrate_suite(void)
 	tcase_add_test(tc, test_migrate_eagain_is_retried);
 	tcase_add_test(tc, test_migrate_bad_source_block);
 	tcase_add_test(tc, test_migrate_cancel);
+	tcase_add_test(tc, test_migrate_mirror_marks_dirty);
 	suite_add_tcase(s, tc);
 	return s;
 }

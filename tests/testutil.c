@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include "tests/testutil.h"
 
+#include "backends/backend.h"
+#include "backends/testing/mem.h"
+
 #include <errno.h>
 #include <ftw.h>
 #include <string.h>
@@ -106,6 +109,13 @@ int test_run_suite(Suite *s)
 	int failed;
 
 	test_seed();
+	/* The test doubles are the tests' own: the production registry
+	 * lists none. */
+	if (backend_register_for_tests(&mem_backend_ops) < 0) {
+		fprintf(stderr, "cannot register the mem backend\n");
+		g_free(tmpl);
+		return EXIT_FAILURE;
+	}
 	if (!mkdtemp(tmpl)) {
 		fprintf(stderr, "mkdtemp %s: %s\n", tmpl, g_strerror(errno));
 		g_free(tmpl);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/sparse_copy.h"
 #include "backends/volume.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/cli/control_client.h"
@@ -26,7 +27,6 @@
 
 #define CONVERT_CHUNK ((size_t)4 << 20)
 #define CONVERT_ALIGN ((size_t)4096)
-#define ZERO_GRAIN ((size_t)4096)	/* all-zero runs are skipped in these */
 
 struct convert {
 	struct backend *src, *dst;
@@ -35,44 +35,6 @@ struct convert {
 	struct dioloop_progress bar;
 	uint64_t written;		/* bytes written to dst */
 };
-
-/* True when len bytes at p are all zero. */
-static bool is_zero(const uint8_t *p, size_t len)
-{
-	return len == 0 || (p[0] == 0 && memcmp(p, p + 1, len - 1) == 0);
-}
-
-/* Write the runs of buf (len bytes of the source at pos) that are not
- * all zeros: 0 or -errno. */
-static int write_nonzero(struct convert *c, size_t len, uint64_t pos)
-{
-	size_t off = 0, start, grain;
-	ssize_t n;
-
-	while (off < len) {
-		/* Skip zero grains, then gather a run of data grains. */
-		grain = MIN(ZERO_GRAIN, len - off);
-		if (is_zero(c->buf + off, grain)) {
-			off += grain;
-			continue;
-		}
-		start = off;
-		while (off < len) {
-			grain = MIN(ZERO_GRAIN, len - off);
-			if (is_zero(c->buf + off, grain))
-				break;
-			off += grain;
-		}
-		n = backend_pwrite(c->dst, c->buf + start, off - start,
-				   pos + start);
-		if (n < 0)
-			return (int)n;
-		if ((size_t)n != off - start)
-			return -EIO;
-		c->written += off - start;
-	}
-	return 0;
-}
 
 /* Copy every data extent of src into dst: 0 or -errno, *what saying
  * which side failed. */
@@ -98,7 +60,9 @@ static int copy_data(struct convert *c, const char **what)
 			if ((size_t)n < len)
 				return -EIO;	/* the source shrank */
 			*what = "writing";
-			ret = write_nonzero(c, len, pos);
+			/* dst is new: it reads zeros where nothing goes. */
+			ret = backend_write_sparse(c->dst, c->buf, pos, len,
+						   true, &c->written);
 			if (ret < 0)
 				return ret;
 		}

@@ -115,6 +115,8 @@ bool mount_parse_options(const char *list, struct dioloop_mount_opts *o)
 		} else if (!strcmp(key, "fault") && val) {
 			if (!parse_mount_fault(val, o))
 				return false;
+		} else if (!strcmp(key, "fault") && !val) {
+			o->fault_all = true;
 		} else if (!strcmp(key, "ro") && !val)
 			o->readonly = true;
 		else if (!strcmp(key, "rw") && !val)

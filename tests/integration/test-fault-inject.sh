@@ -3,6 +3,8 @@
 #
 # Fault injection for users (-o fault= and dioloop fault):
 #  - a rule given at mount fails reads of a byte range of one node;
+#  - only nodes with a rule carry the fault filter; the first rule given
+#    at run time stacks it;
 #  - nth= fails exactly the Nth write, delay= slows reads, off clears;
 #  - ext4 on a loop device over a node whose writes to one file's blocks
 #    fail: a direct write and a buffered write + fsync see EIO, the other
@@ -51,9 +53,17 @@ expect_eq "stats.json lists the mount-time rule" "read error=EIO offset=0 length
 expect_eq "stats.json counts the injected read" 1 "$(stat_of mf.img .faults.injected.read)"
 expect_eq "stats.json counts the EIO among mf.img's errors" 1 "$(stat_of mf.img .errors.EIO)"
 
+it_log "---- the fault filter is stacked only where a rule asks for it"
+expect_eq "mf.img (a mount-time rule) has the fault filter" '["fault"]' \
+	"$(stat_of mf.img '.filters' | jq -c .)"
+expect_eq "other.img (no rule) has no filter" '[]' "$(stat_of other.img '.filters' | jq -c .)"
+expect_eq "other.img (no rule) reports no fault counters" null "$(stat_of other.img '.faults')"
+
 it_log "---- nth=, delay=, off on other.img"
 must "dioloop fault other.img write nth=3 error=ENOSPC" \
 	"$DIOLOOP_BIN" fault "$MNT/other.img" write nth=3 error=ENOSPC
+expect_eq "the first run-time rule stacks the fault filter on other.img" '["fault"]' \
+	"$(stat_of other.img '.filters' | jq -c .)"
 expect_eq "dioloop fault lists the rule" "rule 1: write error=ENOSPC nth=3" "$(head -n 1 "$IT_TMP/last.out")"
 expect_eq "writes 1, 2, 3, 4 with nth=3" "ok 4096,ok 4096,err ENOSPC,ok 4096" \
 	"$(for i in 1 2 3 4; do nodeio pwrite "$MNT/other.img" 0 4096; done | paste -sd, -)"

@@ -5,10 +5,10 @@
  * migrate_pages() for the counting).
  *
  * The image keeps serving requests from the source.  The copier moves
- * every allocated range with backend_migratepage(); the write path marks
- * every range it changes dirty (migration_mark_dirty, after the change
- * completed on the source), so a range written during its copy is copied
- * again.  Passes repeat until little is dirty; then the owner quiesces
+ * every allocated range (its per-range copy); the mirror filter on the
+ * source marks every range a request changes dirty (migration_mark_dirty,
+ * after the change completed on the source), so a range written during
+ * its copy is copied again.  Passes repeat until little is dirty; then the owner quiesces
  * the image (no request in flight, none admitted), calls
  * migration_finish, which copies the rest and flushes the destination,
  * and switches to the destination before admitting requests again.
@@ -29,8 +29,8 @@
  * Threads: migration_copy and migration_finish on one worker thread;
  * mark_dirty, cancel and get_progress from any thread.
  */
-#ifndef DIOLOOP_MIGRATE_H
-#define DIOLOOP_MIGRATE_H
+#ifndef DIOLOOP_FILTER_MIRROR_H
+#define DIOLOOP_FILTER_MIRROR_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -103,5 +103,29 @@ void migration_cancel(struct migration *m);
 bool migration_cancelled(struct migration *m);
 
 void migration_get_progress(struct migration *m, struct migrate_progress *p);
+
+/*
+ * The mirror filter: stacked on the migration's source, it marks dirty
+ * every range a write, discard, write_zeroes, resize or clone changes as
+ * it passes down (after the source completed it), so its owner need not.
+ * It owns the switch.  Its owner stacks, removes and switches it with the
+ * image drained (no request in flight, none starting) and closes it after
+ * it left the stack (then it holds nothing: its engine stays the owner's,
+ * freed after the filter).
+ */
+extern const struct backend_ops mirror_backend_ops;
+
+/* Open a mirror filter over m's source: 0 or -errno.  Control thread. */
+int mirror_filter_open(struct migration *m, struct backend **out);
+/* Put mirror into the stack *top in place of its source (drained). */
+void mirror_filter_insert(struct backend **top, struct backend *mirror);
+/* Take mirror out of the stack *top, its source back in its place
+ * (drained): the migration is abandoned. */
+void mirror_filter_remove(struct backend **top, struct backend *mirror);
+/* The switch (drained, after migration_finish): the destination takes
+ * the mirror's place in the stack *top; *old is the source, the
+ * caller's to close.  0, or -EINVAL when the copy has not finished. */
+int mirror_filter_switch(struct backend **top, struct backend *mirror,
+			 struct backend **old);
 
 #endif

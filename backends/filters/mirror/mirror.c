@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Live migration (migrate.h): a dirty bitmap of MIGRATE_CHUNK ranges, a
- * copier that moves dirty ranges with backend_migratepage(), and the
- * core's migratepage for backends without one: copy data extents, skip
+ * Live migration (filter_mirror.h): a dirty bitmap of MIGRATE_CHUNK ranges, a
+ * copier that moves dirty ranges with migrate_range(), and the per-range
+ * copy (seed 011's migratepage convention): copy data extents, skip
  * zero blocks and holes (discarding them on the destination when the
  * range is copied again).
  */
-#include "backends/migrate.h"
+#include "backends/filter_mirror.h"
+#include "backends/sparse_copy.h"
+#include "backends/token_bucket.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define BLOCK 4096u
+/* What the copy may save up while it waits for the source. */
+#define MIRROR_BURST_MS 100u
 #define WORD_BITS 64u
 
 struct migration {
@@ -26,73 +30,20 @@ struct migration {
 	uint8_t *touched;		/* chunks written to dst; copier only */
 	atomic_bool cancel;
 
-	/* Rate limit: bytes allowed since start_us. */
-	gint64 start_us;
-	uint64_t moved;
+	/* Copy rate (opts.bps); copier only. */
+	struct dioloop_bucket rate;
 
 	GMutex lock;			/* progress */
 	struct migrate_progress prog;
 };
 
-/* ---- the core's migratepage ---- */
-
-static bool block_is_zero(const uint8_t *p)
+/* Monotonic nanoseconds, for the rate bucket. */
+static uint64_t mirror_now_ns(void)
 {
-	static const uint8_t zero[BLOCK];
-
-	return !memcmp(p, zero, BLOCK);
+	return (uint64_t)g_get_monotonic_time() * 1000u;
 }
 
-/* Make [pos, pos + len) of dst read as zeros: discard, or write zeros
- * where the backend cannot deallocate (NFSv3). */
-static int clear_range(struct backend *dst, uint64_t pos, uint64_t len)
-{
-	int ret = backend_discard(dst, pos, len);
-
-	if (ret == -EOPNOTSUPP)
-		ret = backend_write_zeroes(dst, pos, len);
-	return ret;
-}
-
-/* Write buf's non-zero blocks to dst at pos; the zero ones are cleared
- * unless dst is known to read zeros there (fresh). */
-static int put_sparse(struct backend *dst, const uint8_t *buf, uint64_t pos,
-		      uint64_t len, bool fresh)
-{
-	uint64_t i = 0;
-
-	while (i < len) {
-		uint64_t n = MIN((uint64_t)BLOCK, len - i);
-		bool zero = n == BLOCK && block_is_zero(buf + i);
-		uint64_t j = i + n;
-		ssize_t w;
-
-		/* Extend the run while blocks keep the same kind. */
-		while (j < len) {
-			uint64_t m = MIN((uint64_t)BLOCK, len - j);
-			bool z = m == BLOCK && block_is_zero(buf + j);
-
-			if (z != zero)
-				break;
-			j += m;
-		}
-		if (zero) {
-			int ret = fresh ? 0 : clear_range(dst, pos + i, j - i);
-
-			if (ret < 0)
-				return ret;
-		} else {
-			w = backend_pwrite(dst, buf + i, (size_t)(j - i),
-					   pos + i);
-			if (w < 0)
-				return (int)w;
-			if ((uint64_t)w != j - i)
-				return -EIO;
-		}
-		i = j;
-	}
-	return 0;
-}
+/* ---- the per-range copy ---- */
 
 static int copy_data(struct backend *dst, struct backend *src, uint64_t pos,
 		     uint64_t len, bool fresh)
@@ -112,7 +63,8 @@ static int copy_data(struct backend *dst, struct backend *src, uint64_t pos,
 		else if ((uint64_t)r != n)
 			ret = -EIO;	/* the source shrank */
 		else
-			ret = put_sparse(dst, buf, pos + done, n, fresh);
+			ret = backend_write_sparse(dst, buf, pos + done, n,
+						   fresh, NULL);
 		done += n;
 	}
 	free(buf);
@@ -135,7 +87,7 @@ static int migrate_copy_range(struct backend *dst, struct backend *src,
 		if (ret < 0)
 			return ret;
 		if (ext.hole)
-			ret = fresh ? 0 : clear_range(dst, pos, ext.len);
+			ret = fresh ? 0 : backend_clear_range(dst, pos, ext.len);
 		else
 			ret = copy_data(dst, src, pos, ext.len, fresh);
 		if (ret < 0)
@@ -145,27 +97,16 @@ static int migrate_copy_range(struct backend *dst, struct backend *src,
 	return MIGRATEPAGE_SUCCESS;
 }
 
-int backend_migratepage(struct backend *dst, struct backend *src,
-			uint64_t pos, uint64_t len)
-{
-	if (dst->flags & BACKEND_OPEN_RDONLY)
-		return -EROFS;
-	if (len == 0)
-		return MIGRATEPAGE_SUCCESS;
-	if (dst->ops->migratepage)
-		return dst->ops->migratepage(dst, src, pos, len);
-	return migrate_copy_range(dst, src, pos, len, false);
-}
-
-/* A range of the migration's destination: the op, or the core's copy
- * told whether the destination still reads zeros there. */
+/* One range of the migration's destination, told whether the
+ * destination still reads zeros there: MIGRATEPAGE_SUCCESS, -EAGAIN or
+ * -errno (seed 011's convention, counted as moved/retried/failed). */
 static int migrate_range(struct migration *m, uint64_t pos, uint64_t len,
 			 bool fresh)
 {
 	if (m->dst->flags & BACKEND_OPEN_RDONLY)
 		return -EROFS;
-	if (m->dst->ops->migratepage)
-		return m->dst->ops->migratepage(m->dst, m->src, pos, len);
+	if (len == 0)
+		return MIGRATEPAGE_SUCCESS;
 	return migrate_copy_range(m->dst, m->src, pos, len, fresh);
 }
 
@@ -253,7 +194,8 @@ int migration_new(struct backend *src, struct backend *dst,
 	m->touched = g_new0(uint8_t, m->nr_chunks + 1);
 	g_mutex_init(&m->lock);
 	m->prog.size = m->size;
-	m->start_us = g_get_monotonic_time();
+	dioloop_bucket_set(&m->rate, m->opts.bps, MIRROR_BURST_MS,
+			   mirror_now_ns());
 	*out = m;
 	return 0;
 }
@@ -294,20 +236,16 @@ void migration_get_progress(struct migration *m, struct migrate_progress *p)
 /* Sleep so that the copy stays within opts.bps (cancel checked). */
 static void throttle(struct migration *m, uint64_t bytes)
 {
-	m->moved += bytes;
-	if (!m->opts.bps)
-		return;
+	dioloop_bucket_refill(&m->rate, mirror_now_ns());
+	dioloop_bucket_charge(&m->rate, (double)bytes);
 	for (;;) {
-		gint64 now = g_get_monotonic_time();
-		uint64_t allowed = (uint64_t)((double)(now - m->start_us) *
-					      (double)m->opts.bps / 1e6);
-		gint64 wait;
+		uint64_t wait_ns;
 
-		if (m->moved <= allowed || atomic_load(&m->cancel))
+		dioloop_bucket_refill(&m->rate, mirror_now_ns());
+		wait_ns = dioloop_bucket_wait(&m->rate);
+		if (!wait_ns || atomic_load(&m->cancel))
 			return;
-		wait = (gint64)((double)(m->moved - allowed) * 1e6 /
-				(double)m->opts.bps);
-		g_usleep((gulong)MIN(wait, (gint64)100000));
+		g_usleep((gulong)MIN(wait_ns / 1000 + 1, (uint64_t)100000));
 	}
 }
 
@@ -323,12 +261,12 @@ static int copy_around_bad(struct migration *m, uint64_t pos, uint64_t len)
 	for (off = 0; off < len; off += BLOCK) {
 		uint64_t n = MIN((uint64_t)BLOCK, len - off);
 
-		ret = backend_migratepage(m->dst, m->src, pos + off, n);
+		ret = migrate_range(m, pos + off, n, false);
 		if (ret == -EIO || ret == -EBADMSG) {
 			g_warning("%s: unreadable block at byte %llu left as a hole on the destination",
 				  m->src->path ? m->src->path : "source",
 				  (unsigned long long)(pos + off));
-			ret = clear_range(m->dst, pos + off, n);
+			ret = backend_clear_range(m->dst, pos + off, n);
 			g_mutex_lock(&m->lock);
 			m->prog.bad_blocks++;
 			g_mutex_unlock(&m->lock);
@@ -467,6 +405,7 @@ int migration_finish(struct migration *m)
 
 	/* The image waits for this copy: no rate limit now. */
 	m->opts.bps = 0;
+	dioloop_bucket_set(&m->rate, 0, MIRROR_BURST_MS, mirror_now_ns());
 	/* Nothing writes the source now: a few passes empty the bitmap
 	 * (more only while ranges ask for a retry). */
 	do {
@@ -486,5 +425,170 @@ int migration_finish(struct migration *m)
 	g_mutex_lock(&m->lock);
 	m->prog.finished = true;
 	g_mutex_unlock(&m->lock);
+	return 0;
+}
+
+/* ---- the filter: dirty marks on the way down, and the switch ---- */
+
+/* An asynchronous write on its way to the source: marked dirty when it
+ * completes, before the caller hears of it. */
+struct mirror_req {
+	struct kiocb iocb;		/* what the source sees */
+	struct kiocb *orig;		/* the caller's */
+	struct migration *m;
+};
+
+/* The source finished a write: mark what it changed, then complete.
+ * Source completion thread. */
+static void mirror_write_done(struct kiocb *iocb, ssize_t res)
+{
+	struct mirror_req *req = iocb->ki_private;
+	struct kiocb *orig = req->orig;
+
+	if (res > 0)
+		migration_mark_dirty(req->m, orig->ki_pos, (uint64_t)res);
+	g_free(req);
+	orig->ki_complete(orig, res);
+}
+
+/* Reads pass; a write is marked dirty once it changed the source.  Any
+ * thread; never blocks on I/O. */
+static ssize_t mirror_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
+{
+	struct migration *m = b->priv;
+	struct mirror_req *req;
+	ssize_t ret;
+
+	if (iocb->ki_rw != DIOLOOP_WRITE)
+		return backend_direct_IO_bvec(b->inner, iocb);
+	if (is_sync_kiocb(iocb)) {
+		ret = backend_direct_IO_bvec(b->inner, iocb);
+		if (ret > 0)
+			migration_mark_dirty(m, iocb->ki_pos, (uint64_t)ret);
+		return ret;
+	}
+	req = g_new(struct mirror_req, 1);
+	req->orig = iocb;
+	req->m = m;
+	req->iocb = *iocb;
+	req->iocb.ki_complete = mirror_write_done;
+	req->iocb.ki_private = req;
+	ret = backend_direct_IO_bvec(b->inner, &req->iocb);
+	if (ret == -EIOCBQUEUED)
+		return ret;	/* req is the completion's now */
+	g_free(req);
+	if (ret > 0)
+		migration_mark_dirty(m, iocb->ki_pos, (uint64_t)ret);
+	return ret;
+}
+
+/* Discard on the source, then mark the range.  Worker thread. */
+static int mirror_discard(struct backend *b, uint64_t pos, uint64_t len)
+{
+	int ret = backend_discard(b->inner, pos, len);
+
+	if (ret == 0)
+		migration_mark_dirty(b->priv, pos, len);
+	return ret;
+}
+
+/* Zero on the source, then mark the range.  Worker thread. */
+static int mirror_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
+{
+	int ret = backend_write_zeroes(b->inner, pos, len);
+
+	if (ret == 0)
+		migration_mark_dirty(b->priv, pos, len);
+	return ret;
+}
+
+/* Resize the source and mark what changed (a cut reads as zeros after;
+ * the owner refuses to switch on a size the copy was not made for).
+ * Worker thread, nothing in flight. */
+static int mirror_resize(struct backend *b, uint64_t size)
+{
+	int64_t old = backend_get_size(b->inner);
+	int ret = backend_resize(b->inner, size);
+
+	if (ret == 0 && old >= 0 && (uint64_t)old != size)
+		migration_mark_dirty(b->priv, MIN((uint64_t)old, size),
+				     (uint64_t)llabs((long long)size - old));
+	return ret;
+}
+
+/* b, or the source below it when b is a mirror. */
+static struct backend *mirror_unwrap(struct backend *b)
+{
+	return b->ops == &mirror_backend_ops ? b->inner : b;
+}
+
+/* Clone with a mirror on either side unwrapped; a mirror destination
+ * marks what was cloned into it.  Worker thread. */
+static ssize_t mirror_clone_range(struct backend *src, uint64_t src_pos,
+				  struct backend *dst, uint64_t dst_pos,
+				  uint64_t len)
+{
+	ssize_t ret = backend_clone_range(mirror_unwrap(src), src_pos,
+					  mirror_unwrap(dst), dst_pos, len);
+
+	if (dst->ops != &mirror_backend_ops)
+		return ret;
+	if (ret > 0)
+		migration_mark_dirty(dst->priv, dst_pos, (uint64_t)ret);
+	else if (ret < 0 && ret != -EOPNOTSUPP && ret != -EXDEV)
+		/* It may have changed part of the range. */
+		migration_mark_dirty(dst->priv, dst_pos, len);
+	return ret;
+}
+
+/* get_size, flush, map, info: the core forwards them to the source. */
+const struct backend_ops mirror_backend_ops = {
+	.name = "mirror",
+	.is_filter = true,
+	.direct_IO_bvec = mirror_direct_IO_bvec,
+	.discard = mirror_discard,
+	.write_zeroes = mirror_write_zeroes,
+	.resize = mirror_resize,
+	.clone_range = mirror_clone_range,
+};
+
+int mirror_filter_open(struct migration *m, struct backend **out)
+{
+	struct backend_open_args args = {
+		.path = m->src->path,
+		.flags = m->src->flags,
+		.aio = m->src->aio,
+		.inner = m->src,
+	};
+	int ret = backend_open_ops(&mirror_backend_ops, &args, out);
+
+	if (ret == 0)
+		(*out)->priv = m;
+	return ret;
+}
+
+void mirror_filter_insert(struct backend **top, struct backend *mirror)
+{
+	backend_stack_replace(top, mirror->inner, mirror);
+}
+
+void mirror_filter_remove(struct backend **top, struct backend *mirror)
+{
+	backend_stack_replace(top, mirror, mirror->inner);
+	mirror->inner = NULL;
+}
+
+int mirror_filter_switch(struct backend **top, struct backend *mirror,
+			 struct backend **old)
+{
+	struct migration *m = mirror->priv;
+	struct migrate_progress p;
+
+	migration_get_progress(m, &p);
+	if (!p.finished)
+		return -EINVAL;
+	*old = mirror->inner;
+	backend_stack_replace(top, mirror, m->dst);
+	mirror->inner = NULL;
 	return 0;
 }

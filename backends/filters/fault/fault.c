@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The "fault" stackable backend (see fault.h): forwards every op to the
- * backend below through the core wrappers, after asking its rules whether
- * to fail the op and how long to delay it.
+ * The "fault" filter (backends/filter_fault.h): the ops it changes ask its
+ * rules whether to fail the op and how long to delay it, then go to the
+ * backend below through the core wrappers; the core forwards the rest
+ * (get_size, info and any op added later).
  *
  * Delayed asynchronous requests: a struct fault_req wraps the caller's
  * kiocb; the inner backend gets the wrapper's own kiocb (same iterator and
@@ -15,7 +16,7 @@
  * Locking: f->lock guards the rules and counters (held only to decide, never
  * across an inner op).  f->delay_lock guards the delay queue and stopping.
  */
-#include "backends/testing/fault.h"
+#include "backends/filter_fault.h"
 
 #include <errno.h>
 #include <math.h>
@@ -29,7 +30,7 @@ struct fault_rule_state {
 };
 
 struct fault {
-	struct backend *inner;		/* owned */
+	struct backend *self;		/* the filter; its inner is below */
 
 	GMutex lock;
 	GArray *rules;			/* of fault_rule_state; by lock */
@@ -68,6 +69,14 @@ struct fault_verdict {
 	int error;			/* positive errno, 0 = pass */
 	unsigned int latency_us;
 };
+
+/* The fault filter in b's stack, or NULL. */
+static struct fault *fault_of(struct backend *b)
+{
+	struct backend *f = backend_find_filter(b, &fault_backend_ops);
+
+	return f ? f->priv : NULL;
+}
 
 static uint64_t fault_rng_next(uint64_t *s)
 {
@@ -128,8 +137,8 @@ static struct fault_verdict fault_decide(struct fault *f,
 	guint i;
 
 	atomic_fetch_add_explicit(&f->ops[kind], 1, memory_order_relaxed);
-	/* No rule: pass through without the lock (the usual case of a
-	 * daemon that stacks this backend on every image). */
+	/* No rule: pass through without the lock (a filter stacked by
+	 * -o fault, or whose rules were turned off). */
 	if (atomic_load_explicit(&f->nr_rules, memory_order_acquire) == 0)
 		return v;
 	g_mutex_lock(&f->lock);
@@ -155,23 +164,28 @@ static struct fault_verdict fault_decide(struct fault *f,
 	return v;
 }
 
+/* b, or what is below it when b is a fault filter. */
+static struct backend *fault_unwrap(struct backend *b)
+{
+	return b->ops == &fault_backend_ops ? b->inner : b;
+}
+
 /* Run a blocking op on the inner backend(s): its result.  Any
  * thread. */
 static ssize_t fault_op_run_inner(struct fault *f, const struct fault_op *op)
 {
-	struct fault *fsrc;
+	struct backend *inner = f->self->inner;
 
 	switch (op->kind) {
 	case FAULT_KIND_FLUSH:
-		return backend_flush(f->inner);
+		return backend_flush(inner);
 	case FAULT_KIND_DISCARD:
-		return backend_discard(f->inner, op->pos, op->len);
+		return backend_discard(inner, op->pos, op->len);
 	case FAULT_KIND_WRITE_ZEROES:
-		return backend_write_zeroes(f->inner, op->pos, op->len);
+		return backend_write_zeroes(inner, op->pos, op->len);
 	case FAULT_KIND_CLONE_RANGE:
-		fsrc = op->src->priv;
-		return backend_clone_range(fsrc->inner, op->src_pos, f->inner,
-					   op->pos, op->len);
+		return backend_clone_range(fault_unwrap(op->src), op->src_pos,
+					   inner, op->pos, op->len);
 	default:
 		return -EINVAL;
 	}
@@ -252,23 +266,19 @@ static void fault_inner_done(struct kiocb *iocb, ssize_t res)
 	fault_delay(iocb->ki_private, res);
 }
 
-/* Open over args->inner.  Control thread. */
+/* Open over b->inner (the core set it).  Control thread. */
 static int fault_open(struct backend *b, const struct backend_open_args *args)
 {
 	struct fault *f;
 
-	if (!args->inner) {
-		g_warning("fault: no inner backend to wrap");
-		return -EINVAL;
-	}
+	(void)args;
 	f = g_new0(struct fault, 1);
-	f->inner = args->inner;
+	f->self = b;
 	g_mutex_init(&f->lock);
 	f->rules = g_array_new(FALSE, TRUE, sizeof(struct fault_rule_state));
 	g_mutex_init(&f->delay_lock);
 	g_cond_init(&f->delay_cond);
 	g_queue_init(&f->delayed);
-	b->limits = f->inner->limits;
 	b->priv = f;
 	return 0;
 }
@@ -292,8 +302,8 @@ static int fault_start_delay_thread(struct fault *f)
 	return 0;
 }
 
-/* Stop the delay thread, close inner.  Control thread, nothing in
- * flight. */
+/* Stop the delay thread (the core closes inner after).  Control thread,
+ * nothing in flight. */
 static void fault_close(struct backend *b)
 {
 	struct fault *f = b->priv;
@@ -305,20 +315,12 @@ static void fault_close(struct backend *b)
 	if (f->delay_thread)
 		g_thread_join(f->delay_thread);
 	g_assert(g_queue_is_empty(&f->delayed));
-	backend_close(f->inner);
 	g_array_free(f->rules, TRUE);
 	g_mutex_clear(&f->lock);
 	g_mutex_clear(&f->delay_lock);
 	g_cond_clear(&f->delay_cond);
 	g_free(f);
 	b->priv = NULL;
-}
-
-static int64_t fault_get_size(struct backend *b)
-{
-	struct fault *f = b->priv;
-
-	return backend_get_size(f->inner);
 }
 
 /*
@@ -340,7 +342,7 @@ static ssize_t fault_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 			g_usleep(v.latency_us);
 		if (v.error)
 			return -v.error;
-		return backend_direct_IO_bvec(f->inner, iocb);
+		return backend_direct_IO_bvec(b->inner, iocb);
 	}
 
 	req = g_new0(struct fault_req, 1);
@@ -354,28 +356,44 @@ static ssize_t fault_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 	req->iocb = *iocb;
 	req->iocb.ki_complete = fault_inner_done;
 	req->iocb.ki_private = req;
-	ret = backend_direct_IO_bvec(f->inner, &req->iocb);
+	ret = backend_direct_IO_bvec(b->inner, &req->iocb);
 	/* On -EIOCBQUEUED req may already be on its way: hands off. */
 	if (ret != -EIOCBQUEUED)
 		fault_delay(req, ret);
 	return -EIOCBQUEUED;
 }
 
-/* Run or delay a blocking op (fault.h).  Any thread; never sleeps. */
+/* Run a blocking op on b, a stack without a fault filter. */
+static ssize_t fault_op_run_on(struct backend *b, const struct fault_op *op)
+{
+	switch (op->kind) {
+	case FAULT_KIND_FLUSH:
+		return backend_flush(b);
+	case FAULT_KIND_DISCARD:
+		return backend_discard(b, op->pos, op->len);
+	case FAULT_KIND_WRITE_ZEROES:
+		return backend_write_zeroes(b, op->pos, op->len);
+	case FAULT_KIND_CLONE_RANGE:
+		return backend_clone_range(op->src, op->src_pos, b, op->pos,
+					   op->len);
+	default:
+		return -EINVAL;
+	}
+}
+
+/* Run or delay a blocking op (filter_fault.h).  Any thread; never sleeps. */
 ssize_t fault_backend_submit_op(struct backend *b, struct fault_op *op)
 {
-	struct fault *f = b->priv;
+	struct fault *f = fault_of(b);
 	struct fault_verdict v;
 	struct fault_req *req;
 
-	g_assert(b->ops == &fault_backend_ops);
 	if (op->kind != FAULT_KIND_FLUSH && op->kind != FAULT_KIND_DISCARD &&
 	    op->kind != FAULT_KIND_WRITE_ZEROES &&
 	    op->kind != FAULT_KIND_CLONE_RANGE)
 		return -EINVAL;
-	if (op->kind == FAULT_KIND_CLONE_RANGE &&
-	    op->src->ops != &fault_backend_ops)
-		return -EXDEV;
+	if (!f)
+		return fault_op_run_on(b, op);
 	v = fault_decide(f, op->kind, op->kind != FAULT_KIND_FLUSH, op->pos,
 			 op->len);
 	if (!v.latency_us)
@@ -404,7 +422,7 @@ static int fault_flush(struct backend *b)
 	int ret = fault_verdict_block(fault_decide(f, FAULT_KIND_FLUSH, false,
 						   0, 0));
 
-	return ret ? ret : backend_flush(f->inner);
+	return ret ? ret : backend_flush(b->inner);
 }
 
 /* Forward discard.  Worker thread. */
@@ -414,7 +432,7 @@ static int fault_discard(struct backend *b, uint64_t pos, uint64_t len)
 	int ret = fault_verdict_block(fault_decide(f, FAULT_KIND_DISCARD, true,
 						   pos, len));
 
-	return ret ? ret : backend_discard(f->inner, pos, len);
+	return ret ? ret : backend_discard(b->inner, pos, len);
 }
 
 /* Forward write_zeroes.  Worker thread. */
@@ -424,7 +442,7 @@ static int fault_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 	int ret = fault_verdict_block(fault_decide(f, FAULT_KIND_WRITE_ZEROES,
 						   true, pos, len));
 
-	return ret ? ret : backend_write_zeroes(f->inner, pos, len);
+	return ret ? ret : backend_write_zeroes(b->inner, pos, len);
 }
 
 /* Forward resize.  Worker thread, no direct I/O in flight. */
@@ -434,7 +452,7 @@ static int fault_resize(struct backend *b, uint64_t size)
 	int ret = fault_verdict_block(fault_decide(f, FAULT_KIND_RESIZE, false,
 						   0, 0));
 
-	return ret ? ret : backend_resize(f->inner, size);
+	return ret ? ret : backend_resize(b->inner, size);
 }
 
 /* Forward map.  Worker thread. */
@@ -445,38 +463,32 @@ static int fault_map(struct backend *b, uint64_t pos, uint64_t len,
 	int ret = fault_verdict_block(fault_decide(f, FAULT_KIND_MAP, true,
 						   pos, len));
 
-	return ret ? ret : backend_map(f->inner, pos, len, ext);
+	return ret ? ret : backend_map(b->inner, pos, len, ext);
 }
 
-/* Forward clone_range between two fault backends to their inners; the
- * destination's rules decide.  Worker thread. */
+/* Forward clone_range with the fault filter on either side (or both)
+ * unwrapped; a fault destination's rules decide.  Worker thread. */
 static ssize_t fault_clone_range(struct backend *src, uint64_t src_pos,
 				 struct backend *dst, uint64_t dst_pos,
 				 uint64_t len)
 {
-	struct fault *fs = src->priv, *fd = dst->priv;
-	int ret = fault_verdict_block(fault_decide(fd, FAULT_KIND_CLONE_RANGE,
-						   true, dst_pos, len));
+	int ret = 0;
 
+	if (dst->ops == &fault_backend_ops)
+		ret = fault_verdict_block(fault_decide(dst->priv,
+						       FAULT_KIND_CLONE_RANGE,
+						       true, dst_pos, len));
 	if (ret)
 		return ret;
-	return backend_clone_range(fs->inner, src_pos, fd->inner, dst_pos,
-				   len);
-}
-
-/* The inner backend's info.  Worker thread. */
-static int fault_info(struct backend *b, struct backend_info *info)
-{
-	struct fault *f = b->priv;
-
-	return backend_info(f->inner, info);
+	return backend_clone_range(fault_unwrap(src), src_pos,
+				   fault_unwrap(dst), dst_pos, len);
 }
 
 const struct backend_ops fault_backend_ops = {
 	.name = "fault",
+	.is_filter = true,
 	.open = fault_open,
 	.close = fault_close,
-	.get_size = fault_get_size,
 	.direct_IO_bvec = fault_direct_IO_bvec,
 	.flush = fault_flush,
 	.discard = fault_discard,
@@ -484,22 +496,37 @@ const struct backend_ops fault_backend_ops = {
 	.resize = fault_resize,
 	.map = fault_map,
 	.clone_range = fault_clone_range,
-	.info = fault_info,
 };
+
+int fault_filter_stack(struct backend *inner, struct backend **out)
+{
+	struct backend_open_args args = {
+		.path = inner->path,
+		.flags = inner->flags,
+		.aio = inner->aio,
+		.inner = inner,
+	};
+
+	return backend_open("fault", &args, out);
+}
+
+bool fault_filter_present(struct backend *b)
+{
+	return fault_of(b) != NULL;
+}
 
 int fault_backend_add_rule(struct backend *b, const struct fault_rule *r)
 {
-	struct fault *f;
+	struct fault *f = b ? fault_of(b) : NULL;
 	struct fault_rule_state rs = { .rule = *r };
 
-	if (!b || b->ops != &fault_backend_ops)
+	if (!f)
 		return -EINVAL;
 	if (!r->ops || (r->ops & ~(unsigned int)FAULT_OP_ALL) ||
 	    r->error < 0 || r->error > 4095 ||
 	    isnan(r->fraction) || r->fraction < 0 || r->fraction > 1 ||
 	    (!r->error && !r->latency_us))
 		return -EINVAL;
-	f = b->priv;
 	rs.rng = r->seed ? r->seed : 0x5eed5eed5eed5eedULL;
 	g_mutex_lock(&f->lock);
 	if (r->latency_us && fault_start_delay_thread(f) < 0) {
@@ -515,9 +542,10 @@ int fault_backend_add_rule(struct backend *b, const struct fault_rule *r)
 
 void fault_backend_clear(struct backend *b)
 {
-	struct fault *f = b->priv;
+	struct fault *f = fault_of(b);
 
-	g_assert(b->ops == &fault_backend_ops);
+	if (!f)
+		return;
 	g_mutex_lock(&f->lock);
 	g_array_set_size(f->rules, 0);
 	atomic_store_explicit(&f->nr_rules, 0, memory_order_release);
@@ -528,10 +556,11 @@ unsigned int fault_backend_get_rules(struct backend *b,
 				     struct fault_rule *rules,
 				     unsigned int max)
 {
-	struct fault *f = b->priv;
+	struct fault *f = fault_of(b);
 	unsigned int i, n;
 
-	g_assert(b->ops == &fault_backend_ops);
+	if (!f)
+		return 0;
 	g_mutex_lock(&f->lock);
 	n = f->rules->len;
 	for (i = 0; i < n && i < max; i++)
@@ -543,10 +572,12 @@ unsigned int fault_backend_get_rules(struct backend *b,
 
 void fault_backend_get_stats(struct backend *b, struct fault_stats *st)
 {
-	struct fault *f = b->priv;
+	struct fault *f = fault_of(b);
 	int k;
 
-	g_assert(b->ops == &fault_backend_ops);
+	memset(st, 0, sizeof(*st));
+	if (!f)
+		return;
 	g_mutex_lock(&f->lock);
 	*st = f->stats;
 	g_mutex_unlock(&f->lock);
@@ -557,34 +588,14 @@ void fault_backend_get_stats(struct backend *b, struct fault_stats *st)
 
 void fault_backend_reset_stats(struct backend *b)
 {
-	struct fault *f = b->priv;
+	struct fault *f = fault_of(b);
 	int k;
 
-	g_assert(b->ops == &fault_backend_ops);
+	if (!f)
+		return;
 	g_mutex_lock(&f->lock);
 	memset(&f->stats, 0, sizeof(f->stats));
 	g_mutex_unlock(&f->lock);
 	for (k = 0; k < FAULT_KIND_NR; k++)
 		atomic_store_explicit(&f->ops[k], 0, memory_order_relaxed);
-}
-
-struct backend *fault_backend_inner(struct backend *b)
-{
-	struct fault *f = b->priv;
-
-	g_assert(b->ops == &fault_backend_ops);
-	return f->inner;
-}
-
-struct backend *fault_backend_swap_inner(struct backend *b,
-					 struct backend *inner)
-{
-	struct fault *f = b->priv;
-	struct backend *old;
-
-	g_assert(b->ops == &fault_backend_ops);
-	old = f->inner;
-	f->inner = inner;
-	b->limits = inner->limits;
-	return old;
 }

@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * "fault": a stackable backend that forwards every op to the backend below
- * it and injects errors and latency by rule.
+ * The fault filter's interface (implemented in backends/filters/fault/):
+ * a filter that injects errors and latency by rule into the ops it
+ * changes; the core forwards the rest (backend.h, filters).
  *
- * Open with backend_open("fault", args) and args->inner = the backend to
- * wrap (args->path is only a label).  On success the fault backend owns
- * inner and closes it in its close; if open fails, inner still belongs to
- * the caller.  Limits are copied from inner.
+ * Stack it with fault_filter_stack, or backend_open("fault", args) with
+ * args->inner = the backend to wrap (args->path is only a label).  On
+ * success the filter owns inner (the core closes it after the filter); if
+ * open fails, inner still belongs to the caller.
+ *
+ * The functions below take any backend stack: they act on the first fault
+ * filter in it (backend_find_filter); on a stack without one, adding a
+ * rule is -EINVAL, and there are no rules, no counters and nothing to
+ * clear.
  *
  * A rule matches an op when the op's kind is in rule->ops and, for ops
  * with a byte range (read, write, discard, write_zeroes, map, clone_range),
@@ -36,14 +42,20 @@
  * so the layer costs next to nothing when it injects nothing).  Delayed completions run on the delay
  * thread, which close joins: never close from a completion callback.
  */
-#ifndef DIOLOOP_TESTING_FAULT_H
-#define DIOLOOP_TESTING_FAULT_H
+#ifndef DIOLOOP_FILTER_FAULT_H
+#define DIOLOOP_FILTER_FAULT_H
 
 #include <stdint.h>
 
 #include "backends/backend.h"
 
 extern const struct backend_ops fault_backend_ops;
+
+/* Open a fault filter (no rule yet) over inner: 0 or -errno.  On success
+ * *out owns inner.  Control thread. */
+int fault_filter_stack(struct backend *inner, struct backend **out);
+/* Is a fault filter stacked in b? */
+bool fault_filter_present(struct backend *b);
 
 /* Kinds of op a rule can match; FAULT_OP(kind) is its bit in rule->ops. */
 enum fault_op_kind {
@@ -106,12 +118,12 @@ struct fault_op {
 };
 
 /*
- * Run op on b (a fault backend: the destination for CLONE_RANGE) as the
- * rules say: without latency, at once, returning the op's result; with
- * latency, return -EIOCBQUEUED and let the delay thread run the op once
- * it is due (or fail it) and call op->done.  No thread waits out the
- * latency.  -EINVAL for another kind, -EXDEV for a clone whose source is
- * not a fault backend.  Any thread.
+ * Run op on b (the destination for CLONE_RANGE) as the rules of its fault
+ * filter say: without latency (or without a fault filter), at once,
+ * returning the op's result; with latency, return -EIOCBQUEUED and let
+ * the delay thread run the op once it is due (or fail it) and call
+ * op->done.  No thread waits out the latency.  -EINVAL for another kind.
+ * Any thread.
  */
 ssize_t fault_backend_submit_op(struct backend *b, struct fault_op *op);
 
@@ -131,12 +143,5 @@ unsigned int fault_backend_get_rules(struct backend *b,
 /* A snapshot of the counters / zero them. */
 void fault_backend_get_stats(struct backend *b, struct fault_stats *st);
 void fault_backend_reset_stats(struct backend *b);
-/* The wrapped backend (still owned by the fault backend). */
-struct backend *fault_backend_inner(struct backend *b);
-/* Put inner under b in place of the wrapped backend, which is returned
- * (the caller owns it now); b's limits become inner's.  Only with no
- * request in flight on b and none starting (the owner drained it). */
-struct backend *fault_backend_swap_inner(struct backend *b,
-					 struct backend *inner);
 
 #endif
