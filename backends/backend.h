@@ -249,6 +249,10 @@ struct backend_ops {
 	/* Emit the backend's own counters (cow: checksum_errors), each
 	 * once, as key and value.  0 or -errno.  Any thread.  Optional. */
 	int (*stats)(struct backend *b, backend_stat_fn emit, void *opaque);
+	/* Fill what a container format tells of its image beyond info
+	 * (struct backend_details, backends/volume.h; `dioloop info`).  0
+	 * or -errno.  Any thread.  Optional: -EOPNOTSUPP. */
+	int (*describe)(struct backend *b, struct backend_details *d);
 	/* ---- probe, protocol and create (registry.c) ---- */
 	/* The URL scheme this backend serves ("nfs" for nfs://...); NULL:
 	 * it serves files.  A URL goes to its protocol's backend. */

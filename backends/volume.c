@@ -147,3 +147,13 @@ int backend_stats(struct backend *b, backend_stat_fn emit, void *opaque)
 		return 0;
 	return b->ops->stats(b, emit, opaque);
 }
+
+int backend_describe(struct backend *b, struct backend_details *d)
+{
+	memset(d, 0, sizeof(*d));
+	while (!b->ops->describe && b->ops->is_filter)
+		b = b->inner;
+	if (!b->ops->describe)
+		return -EOPNOTSUPP;
+	return b->ops->describe(b, d);
+}

@@ -81,6 +81,25 @@ enum backend_check_flags {
 /* Receives each problem as one line (the first 100 at most). */
 typedef void (*backend_check_report_fn)(void *opaque, const char *msg);
 
+/*
+ * What a container format tells of its image beyond backend_info
+ * (backend_ops.describe; `dioloop info` prints it), as qemu-img info's
+ * format-specific part.
+ */
+struct backend_details {
+	uint32_t format_version;
+	char checksum[16];		/* the data checksum's name; "" none */
+	uint64_t generation;		/* the last durable commit */
+	bool has_uuid;
+	uint8_t uuid[16];
+	uint64_t container_size;	/* bytes of the container on its store */
+	uint64_t container_allocated;	/* bytes its store uses for it */
+	uint32_t block_size;		/* the container's allocation unit */
+	uint64_t blocks;		/* container blocks */
+	uint64_t used_blocks;		/* referenced */
+	uint64_t pinned_blocks;		/* freed, not reusable yet */
+};
+
 /* One counter of a backend (backend_ops.stats). */
 typedef void (*backend_stat_fn)(void *opaque, const char *key,
 				uint64_t value);
@@ -156,5 +175,10 @@ int backend_volume_lookup(struct backend *b, const char *name,
 /* Emit b's own counters (backend_ops.stats; none without the op): 0 or
  * -errno.  Any thread. */
 int backend_stats(struct backend *b, backend_stat_fn emit, void *opaque);
+
+/* Fill d (backend_ops.describe, through filters): 0, -EOPNOTSUPP for a
+ * backend that tells nothing more than backend_info, or -errno.  Any
+ * thread. */
+int backend_describe(struct backend *b, struct backend_details *d);
 
 #endif

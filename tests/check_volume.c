@@ -227,6 +227,39 @@ START_TEST(test_volume_stats_report_checksum_errors)
 END_TEST
 
 /* A volume op that should never be called. */
+/* describe: a cow image tells its format, checksum, uuid, store size
+ * and blocks; raw tells nothing more than backend_info. */
+START_TEST(test_volume_describe_cow_and_raw)
+{
+	g_autofree char *path = cow_test_image(IMG_SIZE, 0);
+	g_autofree char *raw_path = raw_image();
+	struct backend *b = cow_test_open(path, 0);
+	struct backend_details d;
+	struct backend *r;
+	struct stat st;
+	static const uint8_t zero[16];
+
+	ck_assert_int_eq(backend_describe(b, &d), 0);
+	ck_assert_uint_eq(d.format_version, 1);
+	ck_assert_str_eq(d.checksum, "crc32c");
+	ck_assert_msg(d.has_uuid && memcmp(d.uuid, zero, 16) != 0,
+		      "a cow image has a uuid");
+	ck_assert_uint_eq(d.block_size, 4096);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(d.container_size, (uint64_t)st.st_size);
+	ck_assert_uint_eq(d.blocks, (uint64_t)st.st_size / 4096);
+	ck_assert_msg(d.used_blocks > 0 && d.used_blocks <= d.blocks,
+		      "used blocks %llu of %llu", (unsigned long long)d.used_blocks,
+		      (unsigned long long)d.blocks);
+	backend_close(b);
+
+	ck_assert_int_eq(backend_open("raw", &(struct backend_open_args){
+					      .path = raw_path }, &r), 0);
+	ck_assert_int_eq(backend_describe(r, &d), -EOPNOTSUPP);
+	backend_close(r);
+}
+END_TEST
+
 static int never_list(struct backend *b, GArray *out, GError **error)
 {
 	(void)b;
@@ -261,6 +294,7 @@ int main(void)
 	tcase_add_test(ops, test_volume_cow_list_snapshot_clone_delete);
 	tcase_add_test(ops, test_volume_check_failure_says_why);
 	tcase_add_test(ops, test_volume_raw_answers_eopnotsupp);
+	tcase_add_test(ops, test_volume_describe_cow_and_raw);
 	tcase_add_test(ops, test_volume_incomplete_op_set_is_refused);
 	suite_add_tcase(s, ops);
 	tcase_add_test(stats, test_volume_stats_report_checksum_errors);

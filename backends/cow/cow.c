@@ -845,6 +845,7 @@ const struct backend_ops cow_backend_ops = {
 	.info = cow_info,
 	.volumes = &cow_volume_ops,
 	.stats = cow_stats,
+	.describe = cow_describe,
 	.probe = cow_probe,
 	.create = cow_create,
 	.create_align = COW_BLOCK_SIZE,

@@ -269,5 +269,6 @@ ssize_t cow_clone_range(struct backend *src, uint64_t src_pos,
 			struct backend *dst, uint64_t dst_pos, uint64_t len);
 /* backend_ops.stats of cow (volume_ops.c). */
 int cow_stats(struct backend *b, backend_stat_fn emit, void *opaque);
+int cow_describe(struct backend *b, struct backend_details *d);
 
 #endif

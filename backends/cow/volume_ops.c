@@ -119,6 +119,38 @@ const struct backend_volume_ops cow_volume_ops = {
 	.set_commit_interval = cow_vops_set_commit_interval,
 };
 
+/* backend_ops.describe: the container's format, checksum, generation,
+ * uuid, store size and blocks.  Any thread. */
+int cow_describe(struct backend *b, struct backend_details *d)
+{
+	struct cow_volume *v = b->priv;
+	struct cow_container *c = v->c;
+	struct backend_info store;
+	struct cow_stats st;
+	const char *csum;
+	int ret;
+
+	cow_get_stats(b, &st);
+	ret = backend_info(c->meta.store, &store);
+	if (ret < 0)
+		return ret;
+	g_mutex_lock(&c->commit_lock);
+	d->format_version = c->sb.version;
+	memcpy(d->uuid, c->sb.uuid, sizeof(d->uuid));
+	g_mutex_unlock(&c->commit_lock);
+	d->has_uuid = true;
+	csum = cow_csum_name(st.csum_type);
+	g_strlcpy(d->checksum, csum ? csum : "?", sizeof(d->checksum));
+	d->generation = st.generation;
+	d->container_size = store.size;
+	d->container_allocated = store.allocated;
+	d->block_size = COW_BLOCK_SIZE;
+	d->blocks = st.nr_blocks;
+	d->used_blocks = st.used_blocks;
+	d->pinned_blocks = st.pinned_blocks;
+	return 0;
+}
+
 /* backend_ops.stats: the volume's counters (struct cow_stats).  Any
  * thread. */
 int cow_stats(struct backend *b, backend_stat_fn emit, void *opaque)

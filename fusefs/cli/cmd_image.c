@@ -16,8 +16,6 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "backends/cow/cow.h"
-#include "backends/cow/format.h"
 #include "backends/size.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/cli/control_client.h"
@@ -174,25 +172,23 @@ int dioloop_cmd_create(int argc, char **argv)
 
 /* ---- info ---- */
 
-/* What info knows about a cow image beyond backend_info. */
-struct cow_details {
-	struct cow_stats st;
-	struct cow_sb sb;
-	bool have_sb;
-	GArray *volumes;		/* struct cow_volume_info */
-	uint64_t file_size, host_bytes;
+/* What info knows about an image beyond backend_info: its format's
+ * details and volumes (a container format's; none for raw). */
+struct image_details {
+	struct backend_details d;
+	GArray *volumes;		/* struct backend_volume_info */
 	char *base;			/* the image's file name */
 };
 
 /* A volume's kind as info shows it. */
-static const char *volume_kind(const struct cow_volume_info *v)
+static const char *volume_kind(const struct backend_volume_info *v)
 {
 	return !v->name[0] ? "default" : v->snapshot ? "snapshot" : "clone";
 }
 
 /* The node name of volume v of the image called base: BASE[@NAME]. */
 static const char *volume_node(const char *base,
-			       const struct cow_volume_info *v, char *buf,
+			       const struct backend_volume_info *v, char *buf,
 			       size_t len)
 {
 	snprintf(buf, len, "%s%s%s", base, v->name[0] ? "@" : "", v->name);
@@ -209,8 +205,8 @@ static const char *volume_parent(GArray *vols, const char *base, uint64_t id,
 	if (!id)
 		return NULL;
 	for (i = 0; i < vols->len; i++) {
-		const struct cow_volume_info *v =
-			&g_array_index(vols, struct cow_volume_info, i);
+		const struct backend_volume_info *v =
+			&g_array_index(vols, struct backend_volume_info, i);
 
 		if (v->id == id)
 			return volume_node(base, v, buf, len);
@@ -230,43 +226,23 @@ static const char *format_time(uint64_t t, char *buf, size_t len)
 	return buf;
 }
 
-/* Collect the cow details of an open cow backend b of path. */
-static int cow_details_get(struct backend *b, const char *path,
-			   struct cow_details *d)
+/* Collect the details of the open backend b of path: 1 when its format
+ * has some, 0 when it has none (raw), or -errno with the line in
+ * *error. */
+static int image_details_get(struct backend *b, const char *path,
+			     struct image_details *d, GError **error)
 {
-	struct cow_err err = { "" }, fallback = { "" };
-	struct stat st;
-	uint32_t slot;
-	int fd, ret;
+	int ret = backend_describe(b, &d->d);
 
-	cow_get_stats(b, &d->st);
+	if (ret == -EOPNOTSUPP)
+		return 0;
+	if (ret < 0)
+		return backend_set_error(error, ret, "%s: %s", path,
+					 g_strerror(-ret));
 	d->base = g_path_get_basename(path);
-	d->volumes = g_array_new(FALSE, TRUE, sizeof(struct cow_volume_info));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		d->have_sb = cow_sb_read(fd, &d->sb, &slot, &fallback,
-					 &err) == 0;
-		if (fstat(fd, &st) == 0) {
-			d->file_size = (uint64_t)st.st_size;
-			d->host_bytes = (uint64_t)st.st_blocks * 512;
-		}
-		close(fd);
-	}
-	ret = cow_list_volumes(b, d->volumes);
-	if (ret == -EOPNOTSUPP) {
-		/* No volume support yet: the default volume alone. */
-		struct cow_volume_info v = {
-			.id = d->have_sb ? d->sb.default_volume : 1,
-			.size = d->st.size,
-			.mapped_blocks = d->st.mapped_blocks,
-			.create_generation = 1,
-			.create_time = d->have_sb ? d->sb.create_time : 0,
-		};
-
-		g_array_append_val(d->volumes, v);
-		ret = 0;
-	}
-	return ret;
+	d->volumes = g_array_new(FALSE, TRUE, sizeof(struct backend_volume_info));
+	ret = backend_volume_list(b, d->volumes, error);
+	return ret < 0 ? ret : 1;
 }
 
 /* The uuid as 36 hex characters and dashes. */
@@ -282,63 +258,64 @@ static void format_uuid(const uint8_t *u, char *buf)
 	buf[n] = '\0';
 }
 
-static void print_cow_text(const struct cow_details *d)
+static void print_details_text(const struct image_details *id)
 {
+	const struct backend_details *d = &id->d;
 	char s1[32], s2[32], when[32], uuid[40];
 	char parent[PATH_MAX], node[PATH_MAX];
 	guint i;
 
-	printf("version:    %u\n", d->have_sb ? d->sb.version : COW_VERSION);
-	printf("checksum:   %s\n", cow_csum_name(d->st.csum_type) ?
-					   cow_csum_name(d->st.csum_type) : "?");
-	printf("generation: %" PRIu64 "\n", d->st.generation);
-	if (d->have_sb) {
-		format_uuid(d->sb.uuid, uuid);
+	printf("version:    %u\n", d->format_version);
+	printf("checksum:   %s\n", d->checksum);
+	printf("generation: %" PRIu64 "\n", d->generation);
+	if (d->has_uuid) {
+		format_uuid(d->uuid, uuid);
 		printf("uuid:       %s\n", uuid);
 	}
 	printf("container:  %" PRIu64 " bytes (%s), %s on the host\n",
-	       d->file_size, dioloop_format_size(d->file_size, s1, sizeof(s1)),
-	       dioloop_format_size(d->host_bytes, s2, sizeof(s2)));
-	printf("blocks:     %" PRIu64 " of 4 KiB: %" PRIu64 " used, %" PRIu64
-	       " free, %" PRIu64 " pinned\n", d->st.nr_blocks,
-	       d->st.used_blocks, d->st.nr_blocks - MIN(d->st.nr_blocks,
-							 d->st.used_blocks),
-	       d->st.pinned_blocks);
-	printf("volumes:    %u\n", d->volumes->len);
+	       d->container_size,
+	       dioloop_format_size(d->container_size, s1, sizeof(s1)),
+	       dioloop_format_size(d->container_allocated, s2, sizeof(s2)));
+	printf("blocks:     %" PRIu64 " of %u KiB: %" PRIu64 " used, %" PRIu64
+	       " free, %" PRIu64 " pinned\n", d->blocks, d->block_size / 1024,
+	       d->used_blocks, d->blocks - MIN(d->blocks, d->used_blocks),
+	       d->pinned_blocks);
+	printf("volumes:    %u\n", id->volumes->len);
 	printf("  %-24s %-8s %10s %10s %-24s %s\n", "NODE", "TYPE", "SIZE",
 	       "MAPPED", "PARENT", "CREATED");
-	for (i = 0; i < d->volumes->len; i++) {
-		const struct cow_volume_info *v =
-			&g_array_index(d->volumes, struct cow_volume_info, i);
-		const char *p = volume_parent(d->volumes, d->base, v->parent,
+	for (i = 0; i < id->volumes->len; i++) {
+		const struct backend_volume_info *v =
+			&g_array_index(id->volumes, struct backend_volume_info, i);
+		const char *p = volume_parent(id->volumes, id->base, v->parent,
 					      parent, sizeof(parent));
 
 		printf("  %-24s %-8s %10s %10s %-24s %s\n",
-		       volume_node(d->base, v, node, sizeof(node)),
+		       volume_node(id->base, v, node, sizeof(node)),
 		       volume_kind(v),
 		       dioloop_format_size(v->size, s1, sizeof(s1)),
-		       dioloop_format_size(v->mapped_blocks * COW_BLOCK_SIZE,
+		       dioloop_format_size(v->mapped_blocks * d->block_size,
 					   s2, sizeof(s2)),
 		       p ? p : "-",
 		       format_time(v->create_time, when, sizeof(when)));
 	}
 }
 
-/* Add the cow details to the JSON object being built. */
-static void add_cow_json(JsonBuilder *jb, const struct cow_details *d,
-			 const char *volume)
+/* Add the details to the JSON object being built. */
+static void add_details_json(JsonBuilder *jb, const struct image_details *id,
+			     const char *volume)
 {
+	const struct backend_details *d = &id->d;
 	char parent[PATH_MAX], node[PATH_MAX], uuid[40];
 	guint i;
 
 	json_builder_set_member_name(jb, "format_version");
-	json_builder_add_int_value(jb, d->have_sb ? d->sb.version : COW_VERSION);
+	json_builder_add_int_value(jb, d->format_version);
 	json_builder_set_member_name(jb, "checksum");
-	json_builder_add_string_value(jb, cow_csum_name(d->st.csum_type));
+	json_builder_add_string_value(jb, d->checksum);
 	json_builder_set_member_name(jb, "generation");
-	json_builder_add_int_value(jb, (gint64)d->st.generation);
-	if (d->have_sb) {
-		format_uuid(d->sb.uuid, uuid);
+	json_builder_add_int_value(jb, (gint64)d->generation);
+	if (d->has_uuid) {
+		format_uuid(d->uuid, uuid);
 		json_builder_set_member_name(jb, "uuid");
 		json_builder_add_string_value(jb, uuid);
 	}
@@ -347,26 +324,26 @@ static void add_cow_json(JsonBuilder *jb, const struct cow_details *d,
 	json_builder_set_member_name(jb, "container");
 	json_builder_begin_object(jb);
 	json_builder_set_member_name(jb, "file_size");
-	json_builder_add_int_value(jb, (gint64)d->file_size);
+	json_builder_add_int_value(jb, (gint64)d->container_size);
 	json_builder_set_member_name(jb, "host_allocated");
-	json_builder_add_int_value(jb, (gint64)d->host_bytes);
+	json_builder_add_int_value(jb, (gint64)d->container_allocated);
 	json_builder_set_member_name(jb, "block_size");
-	json_builder_add_int_value(jb, COW_BLOCK_SIZE);
+	json_builder_add_int_value(jb, d->block_size);
 	json_builder_set_member_name(jb, "blocks");
-	json_builder_add_int_value(jb, (gint64)d->st.nr_blocks);
+	json_builder_add_int_value(jb, (gint64)d->blocks);
 	json_builder_set_member_name(jb, "used_blocks");
-	json_builder_add_int_value(jb, (gint64)d->st.used_blocks);
+	json_builder_add_int_value(jb, (gint64)d->used_blocks);
 	json_builder_set_member_name(jb, "free_blocks");
-	json_builder_add_int_value(jb, (gint64)(d->st.nr_blocks -
-				   MIN(d->st.nr_blocks, d->st.used_blocks)));
+	json_builder_add_int_value(jb, (gint64)(d->blocks -
+				   MIN(d->blocks, d->used_blocks)));
 	json_builder_set_member_name(jb, "pinned_blocks");
-	json_builder_add_int_value(jb, (gint64)d->st.pinned_blocks);
+	json_builder_add_int_value(jb, (gint64)d->pinned_blocks);
 	json_builder_end_object(jb);
 	json_builder_set_member_name(jb, "volumes");
 	json_builder_begin_array(jb);
-	for (i = 0; i < d->volumes->len; i++) {
-		const struct cow_volume_info *v =
-			&g_array_index(d->volumes, struct cow_volume_info, i);
+	for (i = 0; i < id->volumes->len; i++) {
+		const struct backend_volume_info *v =
+			&g_array_index(id->volumes, struct backend_volume_info, i);
 		const char *p;
 
 		json_builder_begin_object(jb);
@@ -381,10 +358,10 @@ static void add_cow_json(JsonBuilder *jb, const struct cow_details *d,
 		json_builder_set_member_name(jb, "mapped_blocks");
 		json_builder_add_int_value(jb, (gint64)v->mapped_blocks);
 		json_builder_set_member_name(jb, "node");
-		json_builder_add_string_value(jb, volume_node(d->base, v, node,
+		json_builder_add_string_value(jb, volume_node(id->base, v, node,
 							      sizeof(node)));
 		json_builder_set_member_name(jb, "parent");
-		p = volume_parent(d->volumes, d->base, v->parent, parent,
+		p = volume_parent(id->volumes, id->base, v->parent, parent,
 				  sizeof(parent));
 		if (p)
 			json_builder_add_string_value(jb, p);
@@ -399,9 +376,9 @@ static void add_cow_json(JsonBuilder *jb, const struct cow_details *d,
 	json_builder_end_array(jb);
 }
 
-/* Print info as JSON (cow details when d). */
+/* Print info as JSON (the format's details when d). */
 static void print_json(const char *path, const struct backend_info *info,
-		       const struct cow_details *d, const char *volume)
+		       const struct image_details *d, const char *volume)
 {
 	g_autoptr(JsonBuilder) jb = json_builder_new();
 	g_autoptr(JsonGenerator) gen = json_generator_new();
@@ -418,7 +395,7 @@ static void print_json(const char *path, const struct backend_info *info,
 	json_builder_set_member_name(jb, "allocated");
 	json_builder_add_int_value(jb, (gint64)info->allocated);
 	if (d)
-		add_cow_json(jb, d, volume);
+		add_details_json(jb, d, volume);
 	json_builder_end_object(jb);
 	root = json_builder_get_root(jb);
 	json_generator_set_root(gen, root);
@@ -436,14 +413,14 @@ int dioloop_cmd_info(int argc, char **argv)
 		{ NULL },
 	};
 	struct dioloop_image_ref ref;
-	struct cow_details d = { 0 };
+	struct image_details d = { 0 };
 	g_autoptr(GError) error = NULL;
 	g_autofree char *why = NULL;
 	struct backend_info info;
 	const char *type;
 	struct backend *b;
 	char s1[32], s2[32];
-	bool cow;
+	bool details = false;
 	int ret;
 
 	if (!dioloop_parse_args("info", "PATH",
@@ -479,20 +456,25 @@ int dioloop_cmd_info(int argc, char **argv)
 		dioloop_image_ref_clear(&ref);
 		return DIOLOOP_EXIT_FAIL;
 	}
-	cow = !strcmp(type, "cow");
 	ret = backend_info(b, &info);
-	if (!ret && cow)
-		ret = cow_details_get(b, ref.image, &d);
-	backend_close(b);
 	if (ret < 0) {
+		backend_close(b);
 		dioloop_err("info: %s: %s", argv[1], g_strerror(-ret));
 		goto out;
 	}
+	ret = image_details_get(b, ref.image, &d, &error);
+	backend_close(b);
+	if (ret < 0) {
+		dioloop_err("info: %s", error->message);
+		goto out;
+	}
+	details = ret > 0;
 	if (json) {
-		print_json(argv[1], &info, cow ? &d : NULL, ref.volume);
+		print_json(argv[1], &info, details ? &d : NULL, ref.volume);
 	} else {
-		/* Raw: the lines as they always were; cow: more, aligned. */
-		int w = cow ? 12 : 11;
+		/* Without details: the lines as they always were; with
+		 * them: more, aligned. */
+		int w = details ? 12 : 11;
 
 		printf("%-*s%s\n%-*s%s\n%-*s%" PRIu64 " (%s)\n%-*s%" PRIu64
 		       " (%s)\n", w, "path:", argv[1], w, "format:",
@@ -502,8 +484,8 @@ int dioloop_cmd_info(int argc, char **argv)
 		       dioloop_format_size(info.allocated, s2, sizeof(s2)));
 		if (ref.volume)
 			printf("%-*s%s\n", w, "volume:", ref.volume);
-		if (cow)
-			print_cow_text(&d);
+		if (details)
+			print_details_text(&d);
 	}
 out:
 	if (d.volumes)
