@@ -283,7 +283,7 @@ struct backend_ops {
 	bool is_filter;
 };
 
-/* The per-range copy's success (seed 011's migratepage: a named code,
+/* The per-range copy's success (docs/lineage.md patch 011's migratepage: a named code,
  * -EAGAIN for a transient failure, negative errno else). */
 #define MIGRATEPAGE_SUCCESS 0
 

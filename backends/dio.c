@@ -510,7 +510,7 @@ static int dio_setup_bounce(struct dio *dio)
 
 /*
  * True if the request can go straight to the caller's pages: offset,
- * length and every bio_vec piece aligned (seed 006: fs block size, else
+ * length and every bio_vec piece aligned (docs/lineage.md patch 006: fs block size, else
  * the logical block size; *blkbits says which).
  */
 static bool dio_request_aligned(const struct iov_iter *iter, uint64_t pos,
@@ -538,7 +538,7 @@ static bool dio_request_aligned(const struct iov_iter *iter, uint64_t pos,
 }
 
 /*
- * The one place a submission finishes (seed 007's dio_post_submission):
+ * The one place a submission finishes (docs/lineage.md patch 007's dio_post_submission):
  * asynchronous callers get -EIOCBQUEUED unless everything is already done;
  * synchronous ones wait.  Whoever drops the last reference completes.
  */

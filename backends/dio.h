@@ -5,7 +5,7 @@
  * get_block callback and calls blockdev_direct_IO_bvec(); the engine
  *
  *  - checks alignment with dio_aligned() (fs block size first, then the
- *    device's logical block size, seed 006) for the offset, the length and
+ *    device's logical block size, docs/lineage.md patch 006) for the offset, the length and
  *    every bio_vec's bv_offset and bv_len;
  *  - aligned: walks the bio_vecs, maps blocks through get_block (holes read
  *    as zeros without I/O when DIO_SKIP_HOLES; writes map with create),
@@ -144,7 +144,7 @@ struct dio_params {
 
 /*
  * True if offset is aligned to *blkbits, or else to dev_blkbits; in the
- * second case *blkbits becomes dev_blkbits (seed 006's convention).
+ * second case *blkbits becomes dev_blkbits (docs/lineage.md patch 006's convention).
  */
 bool dio_aligned(uint64_t offset, unsigned int *blkbits,
 		 unsigned int dev_blkbits);

@@ -61,7 +61,7 @@ static size_t ii_iovec_copy_from_user(void *page, const struct iov_iter *i,
 
 /*
  * Move forward by bytes, then step over exhausted and zero-length segments
- * while count > 0 (seed 003's loop, which also skips zero-length iovecs).
+ * while count > 0 (docs/lineage.md patch 003's loop, which also skips zero-length iovecs).
  */
 static void ii_iovec_advance(struct iov_iter *i, size_t bytes)
 {
@@ -126,7 +126,7 @@ static inline char *bvec_addr(const struct bio_vec *bvec, size_t off)
 	return (char *)bvec->bv_page + bvec->bv_offset + off;
 }
 
-/* Copy bytes from the bio_vecs to page + page_offset (seed 004's
+/* Copy bytes from the bio_vecs to page + page_offset (docs/lineage.md patch 004's
  * bvec_copy_tofrom_page(), in the one direction used). */
 static size_t bvec_copy_to_page(const struct iov_iter *i, void *page,
 				size_t page_offset, size_t bytes)

@@ -226,7 +226,10 @@ int cow_store_read_sb(struct backend *store, struct cow_sb *sb,
 
 bool cow_is_image_url(const char *url)
 {
-	struct backend_open_args args = { .path = url };
+	/* A probe is silent: why the URL cannot be opened is for the open
+	 * that follows to say. */
+	g_autoptr(GError) quiet = NULL;
+	struct backend_open_args args = { .path = url, .error = &quiet };
 	struct backend *store;
 	uint8_t *buf;
 	bool ret = false;

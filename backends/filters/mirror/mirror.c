@@ -2,7 +2,7 @@
 /*
  * Live migration (filter_mirror.h): a dirty bitmap of MIGRATE_CHUNK ranges, a
  * copier that moves dirty ranges with migrate_range(), and the per-range
- * copy (seed 011's migratepage convention): copy data extents, skip
+ * copy (docs/lineage.md patch 011's migratepage convention): copy data extents, skip
  * zero blocks and holes (discarding them on the destination when the
  * range is copied again).
  */
@@ -99,7 +99,7 @@ static int migrate_copy_range(struct backend *dst, struct backend *src,
 
 /* One range of the migration's destination, told whether the
  * destination still reads zeros there: MIGRATEPAGE_SUCCESS, -EAGAIN or
- * -errno (seed 011's convention, counted as moved/retried/failed). */
+ * -errno (docs/lineage.md patch 011's convention, counted as moved/retried/failed). */
 static int migrate_range(struct migration *m, uint64_t pos, uint64_t len,
 			 bool fresh)
 {
