@@ -1498,6 +1498,65 @@ START_TEST(test_raw_write_zeroes_reads_zeros)
 }
 END_TEST
 
+/* Holes zero-filled without I/O so far (engine statistics). */
+static uint64_t holes_seen(struct backend *b)
+{
+	struct backend_info info;
+
+	ck_assert_int_eq(backend_info(b, &info), 0);
+	return info.engine.holes;
+}
+
+/*
+ * A fully allocated image's reads skip the hole lookups; a discard, a
+ * resize or an extending write can make a hole, and from then on reads
+ * find holes again (zero-filled without I/O).
+ */
+START_TEST(test_raw_full_image_finds_the_holes_it_makes)
+{
+	struct img im;
+	unsigned char *model = img_filled(&im);
+	unsigned char *back = g_malloc(2 * MiB);
+	struct tbuf *t;
+	uint64_t h;
+
+	ck_assert_msg(backend_pread(im.b, back, 1 * MiB, 0) == (ssize_t)MiB &&
+		      !memcmp(back, model, 1 * MiB), "the image reads back");
+	ck_assert_int_eq(holes_seen(im.b), 0);
+	ck_assert_int_eq(backend_discard(im.b, 256 * KiB, 128 * KiB), 0);
+	ck_assert_msg(backend_pread(im.b, back, 128 * KiB, 256 * KiB) ==
+		      (ssize_t)(128 * KiB) && is_zero(back, 128 * KiB),
+		      "the discarded range reads as zeros");
+	h = holes_seen(im.b);
+	ck_assert_msg(h > 0, "the read after a discard found its hole");
+	img_teardown(&im);
+
+	img_filled(&im);
+	ck_assert_int_eq(backend_resize(im.b, 2 * MiB), 0);
+	ck_assert_msg(backend_pread(im.b, back, 1 * MiB, 1 * MiB) ==
+		      (ssize_t)MiB && is_zero(back, 1 * MiB),
+		      "the grown range reads as zeros");
+	ck_assert_msg(holes_seen(im.b) > 0,
+		      "the read after a resize found the new hole");
+	img_teardown(&im);
+
+	img_setup(&im, 64 * KiB, ~0u);
+	file_write(im.path, model, 64 * KiB, 0);
+	im.b = open_raw(im.path, BACKEND_OPEN_GROWABLE, NULL);
+	t = tbuf_new(4096, 7, NULL);
+	ck_assert_int_eq(sync_rw(im.b, DIOLOOP_WRITE, t, 512 * KiB), 4096);
+	ck_assert_msg(backend_pread(im.b, back, 448 * KiB, 64 * KiB) ==
+		      (ssize_t)(448 * KiB) && is_zero(back, 448 * KiB),
+		      "the gap an extending write left reads as zeros");
+	ck_assert_msg(holes_seen(im.b) > 0,
+		      "the read after an extending write found the gap");
+	tbuf_free(t);
+	img_teardown(&im);
+	g_free(model);
+	g_free(back);
+}
+END_TEST
+
 START_TEST(test_raw_map_reports_data_and_holes)
 {
 	struct img im;
@@ -1811,6 +1870,7 @@ static Suite *raw_suite(void)
 	tcase_add_test(ops, test_raw_discard_leaves_hole);
 	tcase_add_test(ops, test_raw_write_zeroes_reads_zeros);
 	tcase_add_test(ops, test_raw_map_reports_data_and_holes);
+	tcase_add_test(ops, test_raw_full_image_finds_the_holes_it_makes);
 	tcase_add_test(ops, test_raw_flush_and_info);
 	tcase_add_test(ops, test_raw_resize);
 	suite_add_tcase(s, ops);

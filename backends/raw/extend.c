@@ -320,6 +320,8 @@ static void raw_write_start(struct raw_req *req)
 		raw_write_issue(req);
 		return;
 	}
+	/* Past the end: what lies between the size and the write is a hole. */
+	raw_holes_made(r);
 	switch (x->state) {
 	case EXT_LIVE:
 		x->inflight++;
@@ -447,6 +449,8 @@ static int raw_set_file_size(struct raw *r, uint64_t new_size)
 {
 	uint64_t size = atomic_load(&r->size);
 
+	if (new_size > size)
+		raw_holes_made(r);
 	if (r->store && new_size > size &&
 	    fallocate(r->fd, 0, (off_t)size, (off_t)(new_size - size)) == 0) {
 		dioloop_iorec_truncate(r->fd, new_size);

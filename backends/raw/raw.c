@@ -259,6 +259,7 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 			  args->path, (unsigned long long)file_size, r->ra,
 			  (unsigned long long)(file_size - size));
 	atomic_init(&r->size, size);
+	atomic_init(&r->all_data, raw_fully_allocated(&st));
 	atomic_init(&r->wb_err, 0);
 
 	if (!b->aio) {
@@ -341,6 +342,7 @@ static int raw_fallocate_locked(struct raw *r, int mode, uint64_t pos,
 	range_lock_init(&rl, round_down_u64(pos, r->ra),
 			round_up_u64(pos + len, r->ra), true, NULL);
 	range_lock_acquire_wait(&r->dio.range_locks, &rl);
+	raw_holes_made(r);
 	if (dioloop_iorec_fallocate(r->fd, mode, (off_t)pos, (off_t)len) < 0)
 		ret = -errno;
 	range_lock_release(&r->dio.range_locks, &rl);

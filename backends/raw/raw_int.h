@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "backends/dio.h"
 #include "backends/raw/orphan.h"
@@ -51,6 +52,8 @@ struct raw {
 	uint64_t block_size;
 	_Atomic uint64_t size;		/* visible size; stored under ext.lock
 					 * once open */
+	atomic_bool all_data;		/* no hole at open and none made since
+					 * (map.c): reads skip the lseeks */
 	atomic_int wb_err;		/* a retry fdatasync's error, for flush */
 	struct dioloop_aio *own_aio;	/* when the caller gave none */
 	GMutex flush_lock;		/* one flush/resize works on the record
@@ -108,6 +111,8 @@ static inline uint64_t round_up_u64(uint64_t v, uint64_t a)
 }
 
 /* map.c */
+bool raw_fully_allocated(const struct stat *st);
+void raw_holes_made(struct raw *r);
 void raw_extent(struct raw *r, struct raw_map_cache *c, uint64_t pos,
 		uint64_t limit, bool *hole, uint64_t *len);
 void raw_dio_params(struct raw *r, struct dio_params *p, size_t count,
