@@ -113,9 +113,24 @@ nfs_ganesha_launch() {
 	return 1
 }
 
+# One test's nfs-ganesha at a time on this machine: the servers register
+# their MOUNT service with the one rpcbind, and a client asks rpcbind for
+# it, so a second server would answer the first one's mounts (with
+# MNT3ERR_ACCES: not its export).  ctest runs these tests one at a time;
+# the lock covers tests started by hand beside them.  Held until the test
+# exits (fd closed; a child still running holds it until it ends).
+nfs_take_lock() {
+	exec {NFS_LOCK_FD}>"${TMPDIR:-/tmp}/dioloop-nfs-tests.lock"
+	if ! flock -w 900 "$NFS_LOCK_FD"; then
+		nfs_log "another nfs test held the server lock for 900 s"
+		return 1
+	fi
+}
+
 # nfs_server_start DIR: serve DIR (made if missing).
 nfs_server_start() {
 	local dir=$1
+	nfs_take_lock || return 1
 	mkdir -p "$dir" || return 1
 	dir=$(cd "$dir" && pwd -P)
 	NFS_STATE=${IT_TMP:?}/nfs-server
