@@ -111,16 +111,20 @@ void raw_extent(struct raw *r, struct raw_map_cache *c, uint64_t pos,
 }
 
 /*
- * A file whose allocated blocks cover its size has no hole, and its reads
- * need not look for one.  st_blocks may also count metadata (XFS, btrfs),
- * so a file with a small hole may pass: its hole is then read from the
- * file, as zeros, with the I/O the lookup would have saved.  Nothing else
- * depends on it.
+ * Whether the file has no hole, as the lookups below would see it: the
+ * first hole is its end.  Unwritten extents (fallocate) count as holes on
+ * most file systems, and stay cheaper as holes (zero-filled without an
+ * I/O round trip).  A file system without SEEK_HOLE is all data, as for
+ * raw_lookup.  Open, before any I/O.
  */
-bool raw_fully_allocated(const struct stat *st)
+bool raw_has_no_hole(int fd, uint64_t size)
 {
-	return st->st_size > 0 &&
-	       (uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size;
+	off_t h;
+
+	if (size == 0)
+		return false;
+	h = lseek(fd, 0, SEEK_HOLE);
+	return h < 0 ? errno == EINVAL : (uint64_t)h >= size;
 }
 
 /* A hole may exist from now on (a punch, a zeroed range, the size grown):

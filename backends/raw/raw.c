@@ -259,7 +259,7 @@ static int raw_open(struct backend *b, const struct backend_open_args *args)
 			  args->path, (unsigned long long)file_size, r->ra,
 			  (unsigned long long)(file_size - size));
 	atomic_init(&r->size, size);
-	atomic_init(&r->all_data, raw_fully_allocated(&st));
+	atomic_init(&r->all_data, !r->store && raw_has_no_hole(r->fd, size));
 	atomic_init(&r->wb_err, 0);
 
 	if (!b->aio) {

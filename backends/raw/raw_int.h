@@ -11,7 +11,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/stat.h>
 
 #include "backends/dio.h"
 #include "backends/raw/orphan.h"
@@ -111,7 +110,7 @@ static inline uint64_t round_up_u64(uint64_t v, uint64_t a)
 }
 
 /* map.c */
-bool raw_fully_allocated(const struct stat *st);
+bool raw_has_no_hole(int fd, uint64_t size);
 void raw_holes_made(struct raw *r);
 void raw_extent(struct raw *r, struct raw_map_cache *c, uint64_t pos,
 		uint64_t limit, bool *hole, uint64_t *len);
