@@ -220,7 +220,7 @@ static char *absolute_path(const char *p)
 }
 
 int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
-			      char **why)
+			      GError **error)
 {
 	g_autofree char *real = NULL, *left = NULL, *left_real = NULL;
 	g_autofree char *base = NULL;
@@ -229,7 +229,6 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 	int err;
 
 	*ref = (struct dioloop_image_ref){ 0 };
-	*why = NULL;
 	if (backend_is_url(arg)) {
 		/* A URL: served by its backend, never by a mount here. */
 		if (at) {
@@ -252,13 +251,15 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 		left_real = absolute_path(left);
 	}
 	if (!left_real) {
-		*why = g_strdup_printf("%s: %s", arg, g_strerror(err));
+		g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(err),
+			    "%s: %s", arg, g_strerror(err));
 		return -err;
 	}
 	/* IMAGE@VOLUME, IMAGE an image file or a node. */
 	resolve_existing(left_real, ref);
 	if (ref->volume) {
-		*why = g_strdup_printf("%s: no such node", arg);
+		g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+			    "%s: no such node", arg);
 		dioloop_image_ref_clear(ref);
 		return -ENOENT;
 	}
