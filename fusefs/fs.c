@@ -143,6 +143,30 @@ void dioloop_fs_log_error(struct dioloop_fs *fs, struct dioloop_node *node,
 		g_warning("%s: %s", kind, g_strerror(-err));
 }
 
+/* Release the source and mount point names, the source's fd and the
+ * remote source: the first things dioloop_fs_init takes. */
+static void dioloop_fs_free_source(struct dioloop_fs *fs)
+{
+	if (fs->source_fd >= 0)
+		close(fs->source_fd);
+	free(fs->source);
+	free(fs->mountpoint);
+	dioloop_remote_free(fs->remote);
+}
+
+/* Release the node and lock tables, the log's and the throttle group
+ * (stopped, or never started). */
+static void dioloop_fs_free_tables(struct dioloop_fs *fs)
+{
+	dioloop_throttle_group_destroy(&fs->throttle);
+	g_hash_table_destroy(fs->by_name);
+	g_hash_table_destroy(fs->by_ino);
+	g_hash_table_destroy(fs->logged);
+	g_hash_table_destroy(fs->image_locks);
+	g_mutex_clear(&fs->lock);
+	g_mutex_clear(&fs->log_lock);
+}
+
 int dioloop_fs_init(struct dioloop_fs *fs, const char *source,
 		    const char *mountpoint,
 		    const struct dioloop_mount_opts *opts)
@@ -213,19 +237,9 @@ out_aio:
 out_pool:
 	dioloop_page_pool_free(fs->pool);
 out_tables:
-	dioloop_throttle_group_destroy(&fs->throttle);
-	g_hash_table_destroy(fs->by_name);
-	g_hash_table_destroy(fs->by_ino);
-	g_hash_table_destroy(fs->logged);
-	g_hash_table_destroy(fs->image_locks);
-	g_mutex_clear(&fs->lock);
-	g_mutex_clear(&fs->log_lock);
-	if (fs->source_fd >= 0)
-		close(fs->source_fd);
+	dioloop_fs_free_tables(fs);
 out_free:
-	free(fs->source);
-	free(fs->mountpoint);
-	dioloop_remote_free(fs->remote);
+	dioloop_fs_free_source(fs);
 	return ret;
 }
 
@@ -240,20 +254,10 @@ void dioloop_fs_destroy(struct dioloop_fs *fs)
 	while (g_hash_table_iter_next(&it, NULL, &value))
 		dioloop_node_free(fs, value);
 	dioloop_migrations_free(fs);
-	dioloop_throttle_group_destroy(&fs->throttle);
-	g_hash_table_destroy(fs->by_name);
-	g_hash_table_destroy(fs->by_ino);
-	g_hash_table_destroy(fs->logged);
-	g_hash_table_destroy(fs->image_locks);
-	if (fs->opts.faults)
-		g_ptr_array_free(fs->opts.faults, TRUE);
 	dioloop_aio_free(fs->aio);
 	dioloop_page_pool_free(fs->pool);
-	g_mutex_clear(&fs->lock);
-	g_mutex_clear(&fs->log_lock);
-	if (fs->source_fd >= 0)
-		close(fs->source_fd);
-	free(fs->source);
-	free(fs->mountpoint);
-	dioloop_remote_free(fs->remote);
+	dioloop_fs_free_tables(fs);
+	if (fs->opts.faults)
+		g_ptr_array_free(fs->opts.faults, TRUE);
+	dioloop_fs_free_source(fs);
 }

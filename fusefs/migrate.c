@@ -840,6 +840,19 @@ err_job:
 	return ret;
 }
 
+/* The node a command that takes one node name acts on: 0 (*node holds
+ * one lookup) or -errno after a reply. */
+static int migrate_one_node(struct dioloop_fs *fs, const char *cmd, int argc,
+			    char **argv, struct dioloop_node **node,
+			    GString *reply)
+{
+	if (argc != 1) {
+		g_string_append_printf(reply, "%s: expected a node\n", cmd);
+		return -EINVAL;
+	}
+	return migrate_node(fs, cmd, argv[0], node, reply);
+}
+
 int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
 			       GString *reply)
 {
@@ -849,11 +862,7 @@ int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
 	struct migration *m;
 	int ret;
 
-	if (argc != 1) {
-		g_string_append(reply, "migrate-status: expected a node\n");
-		return -EINVAL;
-	}
-	ret = migrate_node(fs, "migrate-status", argv[0], &node, reply);
+	ret = migrate_one_node(fs, "migrate-status", argc, argv, &node, reply);
 	if (ret < 0)
 		return ret;
 	g_mutex_lock(&jobs_lock);
@@ -893,11 +902,7 @@ int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
 	struct dioloop_node *node;
 	int ret;
 
-	if (argc != 1) {
-		g_string_append(reply, "migrate-cancel: expected a node\n");
-		return -EINVAL;
-	}
-	ret = migrate_node(fs, "migrate-cancel", argv[0], &node, reply);
+	ret = migrate_one_node(fs, "migrate-cancel", argc, argv, &node, reply);
 	if (ret < 0)
 		return ret;
 	g_mutex_lock(&jobs_lock);

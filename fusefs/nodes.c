@@ -321,7 +321,10 @@ void dioloop_node_forget(struct dioloop_fs *fs, fuse_ino_t ino, uint64_t n)
 		dioloop_node_free(fs, drop);
 }
 
-int dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node)
+/* Count one more user in *users (a field of node) unless its volume was
+ * deleted: 0 or -ENOENT. */
+static int dioloop_node_hold(struct dioloop_fs *fs, struct dioloop_node *node,
+			     unsigned int *users)
 {
 	int ret = 0;
 
@@ -329,9 +332,14 @@ int dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node)
 	if (node->deleted)
 		ret = -ENOENT;
 	else
-		node->open_count++;
+		(*users)++;
 	g_mutex_unlock(&fs->lock);
 	return ret;
+}
+
+int dioloop_node_open(struct dioloop_fs *fs, struct dioloop_node *node)
+{
+	return dioloop_node_hold(fs, node, &node->open_count);
 }
 
 void dioloop_node_release(struct dioloop_fs *fs, struct dioloop_node *node)
@@ -362,15 +370,7 @@ void dioloop_node_backend_put(struct dioloop_node *node)
 
 int dioloop_node_ctl_begin(struct dioloop_fs *fs, struct dioloop_node *node)
 {
-	int ret = 0;
-
-	g_mutex_lock(&fs->lock);
-	if (node->deleted)
-		ret = -ENOENT;
-	else
-		node->ctl_users++;
-	g_mutex_unlock(&fs->lock);
-	return ret;
+	return dioloop_node_hold(fs, node, &node->ctl_users);
 }
 
 void dioloop_node_ctl_end(struct dioloop_fs *fs, struct dioloop_node *node)
