@@ -256,25 +256,6 @@ static bool backend_clamp(struct backend *b, uint64_t pos, uint64_t *len,
 	return true;
 }
 
-/* Deallocate a range; it reads as zeros after.  Worker thread. */
-int backend_discard(struct backend *b, uint64_t pos, uint64_t len)
-{
-	int err;
-
-	if (b->flags & BACKEND_OPEN_RDONLY)
-		return -EROFS;
-	/* Clamped to the size below, so only the off_t range applies. */
-	err = backend_range_within(pos, len, INT64_MAX);
-	if (err < 0)
-		return err;
-	if (backend_forwards(b, discard))
-		return backend_discard(b->inner, pos, len);
-	if (!backend_clamp(b, pos, &len, &err))
-		return err;
-	if (!b->ops->discard)
-		return backend_write_zeroes(b, pos, len);
-	return b->ops->discard(b, pos, len);
-}
 
 /* Bytes of the next piece at pos: up to the next BACKEND_CHUNK multiple. */
 static size_t backend_chunk(uint64_t pos, uint64_t left)
@@ -336,9 +317,17 @@ int backend_write_zero_pages(struct backend *b, uint64_t pos, uint64_t len)
 	return ret;
 }
 
-/* Make a range read as zeros.  Worker thread. */
-int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
+/*
+ * discard (or, !discard, write_zeroes) over a range: checked, forwarded
+ * by a filter without the op, clamped to the size, then the op or its
+ * default (discard: write_zeroes; write_zeroes: zeroed pages).  Worker
+ * thread.
+ */
+static int backend_zero_range(struct backend *b, uint64_t pos, uint64_t len,
+			      bool discard)
 {
+	int (*op)(struct backend *b, uint64_t pos, uint64_t len) =
+		discard ? b->ops->discard : b->ops->write_zeroes;
 	int err;
 
 	if (b->flags & BACKEND_OPEN_RDONLY)
@@ -347,13 +336,26 @@ int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 	err = backend_range_within(pos, len, INT64_MAX);
 	if (err < 0)
 		return err;
-	if (backend_forwards(b, write_zeroes))
-		return backend_write_zeroes(b->inner, pos, len);
+	if (!op && b->ops->is_filter)
+		return backend_zero_range(b->inner, pos, len, discard);
 	if (!backend_clamp(b, pos, &len, &err))
 		return err;
-	if (!b->ops->write_zeroes)
-		return backend_write_zero_pages(b, pos, len);
-	return b->ops->write_zeroes(b, pos, len);
+	if (op)
+		return op(b, pos, len);
+	return discard ? backend_write_zeroes(b, pos, len) :
+			 backend_write_zero_pages(b, pos, len);
+}
+
+/* Deallocate a range; it reads as zeros after.  Worker thread. */
+int backend_discard(struct backend *b, uint64_t pos, uint64_t len)
+{
+	return backend_zero_range(b, pos, len, true);
+}
+
+/* Make a range read as zeros.  Worker thread. */
+int backend_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
+{
+	return backend_zero_range(b, pos, len, false);
 }
 
 /* Change the logical size.  Worker thread, no direct I/O in flight. */

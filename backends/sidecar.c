@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "backends/iorec.h"
 
 #define SIDECAR_MODE 0600
@@ -105,41 +106,47 @@ const char *sidecar_untrusted_reason(const struct stat *st)
 	return NULL;
 }
 
-int sidecar_open_trusted(int dirfd, const char *name, const char **why)
+/* Fail with err, *error saying why (its text, or err's). */
+static int sidecar_fail(GError **error, int err, const char *why)
 {
+	g_set_error_literal(error, BACKEND_ERROR, -err,
+			    why ? why : g_strerror(-err));
+	return err;
+}
+
+int sidecar_open_trusted(int dirfd, const char *name, GError **error)
+{
+	const char *why;
 	struct stat st;
 	int fd;
 
-	*why = NULL;
 	/* O_NONBLOCK: a FIFO planted under the name must not hang us. */
 	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
 		    O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
-		if (errno == ELOOP) {
-			*why = "a symlink";
-			return -EPERM;
-		}
-		return -errno;
+		if (errno == ELOOP)
+			return sidecar_fail(error, -EPERM, "a symlink");
+		return sidecar_fail(error, -errno, NULL);
 	}
 	if (fstat(fd, &st) < 0) {
 		int err = -errno;
 
 		close(fd);
-		return err;
+		return sidecar_fail(error, err, NULL);
 	}
-	*why = sidecar_untrusted_reason(&st);
-	if (*why) {
+	why = sidecar_untrusted_reason(&st);
+	if (why) {
 		close(fd);
-		return -EPERM;
+		return sidecar_fail(error, -EPERM, why);
 	}
 	return fd;
 }
 
 ssize_t sidecar_read(int dirfd, const char *name, char *buf, size_t len,
-		     const char **why)
+		     GError **error)
 {
 	ssize_t n;
-	int fd = sidecar_open_trusted(dirfd, name, why);
+	int fd = sidecar_open_trusted(dirfd, name, error);
 
 	if (fd < 0)
 		return fd;
@@ -147,7 +154,7 @@ ssize_t sidecar_read(int dirfd, const char *name, char *buf, size_t len,
 		n = pread(fd, buf, len - 1, 0);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0)
-		n = -errno;
+		n = sidecar_fail(error, -errno, NULL);
 	else
 		buf[n] = '\0';
 	close(fd);

@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <glib.h>
+
 /* Create name in dirfd for writing; a file or link already there is
  * removed first (never followed, never written).  An fd, or -errno
  * (-EEXIST when something reappeared at once). */
@@ -40,9 +42,10 @@ int sidecar_remove(int dirfd, const char *name,
 		   const struct sidecar_id *ours);
 
 /* Open name in dirfd for reading if we may believe it: an fd; -ENOENT
- * when there is none; -EPERM when something else is there (what it is
- * goes to *why, a static string). */
-int sidecar_open_trusted(int dirfd, const char *name, const char **why);
+ * when there is none; -EPERM when something else is there (*error says
+ * what it is); or -errno.  *error (BACKEND_ERROR, the errno as its code)
+ * is set on every failure. */
+int sidecar_open_trusted(int dirfd, const char *name, GError **error);
 
 /* Why st cannot be a sidecar of ours, or NULL when it can. */
 const char *sidecar_untrusted_reason(const struct stat *st);
@@ -56,8 +59,9 @@ int sidecar_replace(int dirfd, const char *name, const void *buf,
 		    size_t len, struct sidecar_id *ours);
 
 /* Read up to len - 1 bytes of a trusted sidecar into buf, NUL-terminated:
- * bytes read, -ENOENT, -EPERM (untrusted, *why set) or -errno. */
+ * bytes read, or -ENOENT, -EPERM (untrusted) or -errno with *error set
+ * as by sidecar_open_trusted. */
 ssize_t sidecar_read(int dirfd, const char *name, char *buf, size_t len,
-		     const char **why);
+		     GError **error);
 
 #endif

@@ -176,7 +176,9 @@ struct dioloop_fs {
 /* Inode numbers below this are the control files (control.h). */
 #define DIOLOOP_FIRST_NODE_INO 16
 
-/* nodes.c */
+/* The node table: nodes.c (lookup, lifetime, draining), image_open.c
+ * (which images are served, image locks), fs.c (the mount's state,
+ * attributes, the error log). */
 int dioloop_fs_init(struct dioloop_fs *fs, const char *source,
 		    const char *mountpoint,
 		    const struct dioloop_mount_opts *opts);

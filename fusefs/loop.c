@@ -87,10 +87,27 @@ int dioloop_loop_attach(const char *path, bool readonly, char **dev,
 	return ret;
 }
 
+/* Wait until loop device name has let go of its file: 0, or -EBUSY
+ * after timeout_ms. */
+static int loop_wait_detached(const char *name, unsigned timeout_ms)
+{
+	unsigned waited = 0;
+
+	for (;;) {
+		g_autofree char *backing = loop_sysfs(name, "backing_file");
+
+		if (!backing)
+			return 0;
+		if (waited >= timeout_ms)
+			return -EBUSY;
+		g_usleep(10 * 1000);
+		waited += 10;
+	}
+}
+
 int dioloop_loop_detach(const char *dev, unsigned timeout_ms)
 {
 	const char *name = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
-	unsigned waited = 0;
 	int fd, ret = 0;
 
 	fd = open(dev, O_RDONLY | O_CLOEXEC);
@@ -103,16 +120,7 @@ int dioloop_loop_detach(const char *dev, unsigned timeout_ms)
 		return ret;
 	/* While something else holds the device the kernel only marks it
 	 * for detach at last close. */
-	for (;;) {
-		g_autofree char *backing = loop_sysfs(name, "backing_file");
-
-		if (!backing)
-			return 0;
-		if (waited >= timeout_ms)
-			return -EBUSY;
-		g_usleep(20 * 1000);
-		waited += 20;
-	}
+	return loop_wait_detached(name, timeout_ms);
 }
 
 int dioloop_loop_backing(const char *dev, dev_t *fsdev, ino_t *ino)
@@ -230,7 +238,6 @@ int dioloop_loop_detach_claimed(struct dioloop_loop_claim *c,
 				unsigned timeout_ms)
 {
 	const char *name = strrchr(c->dev, '/') + 1;
-	unsigned waited = 0;
 	int ret = 0;
 
 	if (ioctl(c->fd, LOOP_CLR_FD, 0) < 0 && errno != ENXIO)
@@ -241,16 +248,8 @@ int dioloop_loop_detach_claimed(struct dioloop_loop_claim *c,
 	c->fd = -1;
 	if (ret < 0)
 		return ret;
-	for (;;) {
-		g_autofree char *backing = loop_sysfs(name, "backing_file");
-
-		if (!backing)
-			return 0;
-		if (waited >= timeout_ms)
-			break;
-		g_usleep(10 * 1000);
-		waited += 10;
-	}
+	if (loop_wait_detached(name, timeout_ms) == 0)
+		return 0;
 	/* Still open elsewhere: leave it attached as it was, not marked to
 	 * detach whenever that user closes it. */
 	ret = loop_restore_autoclear(c->dev, c->flags);

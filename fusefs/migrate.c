@@ -119,26 +119,39 @@ static void job_set(struct dioloop_migration *job, enum job_state state,
 	g_mutex_unlock(&job->lock);
 }
 
-/* Create the destination with the node's size: 0 or -errno (why). */
+/* Fail a step of the job with err: 0 or -errno, *error saying why. */
+static int job_fail(GError **error, int err, const char *fmt, ...)
+	G_GNUC_PRINTF(3, 4);
+
+static int job_fail(GError **error, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	g_propagate_error(error, g_error_new_valist(G_FILE_ERROR,
+			  g_file_error_from_errno(-err), fmt, ap));
+	va_end(ap);
+	return err;
+}
+
+/* Create the destination with the node's size: 0 or -errno (*error). */
 static int create_dest(struct dioloop_migration *job, uint64_t size,
-		       char **why)
+		       GError **error)
 {
 	struct backend_create_args a = { .path = job->dest, .size = size };
-	g_autoptr(GError) error = NULL;
+	g_autoptr(GError) created = NULL;
 	int ret;
 
-	ret = backend_create(job->format, &a, &error);
+	ret = backend_create(job->format, &a, &created);
 	if (ret == 0)
 		return 0;
 	if (backend_is_url(job->dest))
-		*why = g_strdup_printf("creating %s: %s", job->dest,
-				       ret == -EEXIST ? "it exists" :
-				       g_strerror(-ret));
-	else if (!strcmp(job->format, "raw"))
-		*why = g_strdup(g_strerror(-ret));
-	else
-		*why = g_strdup(error->message);
-	return ret;
+		return job_fail(error, ret, "creating %s: %s", job->dest,
+				ret == -EEXIST ? "it exists" :
+				g_strerror(-ret));
+	if (!strcmp(job->format, "raw"))
+		return job_fail(error, ret, "%s", g_strerror(-ret));
+	return job_fail(error, ret, "%s", created->message);
 }
 
 /* The destination serves the node after the switch, and a node's mode
@@ -163,8 +176,8 @@ static int dest_take_owner(struct dioloop_migration *job)
 
 /* Lock the destination just created, as the node's image's: no other
  * name (a path inside the source, another daemon) may serve it.  0 or
- * -errno (why). */
-static int lock_dest(struct dioloop_migration *job, char **why)
+ * -errno (*error). */
+static int lock_dest(struct dioloop_migration *job, GError **error)
 {
 	bool readonly = false;
 	struct stat st;
@@ -178,11 +191,11 @@ static int lock_dest(struct dioloop_migration *job, char **why)
 	else
 		ret = S_ISREG(st.st_mode) ? 0 : -EINVAL;
 	if (ret < 0) {
-		*why = g_strdup_printf("%s changed after it was created: %s",
-				       job->dest, g_strerror(-ret));
 		if (fd >= 0)
 			close(fd);
-		return ret;
+		return job_fail(error, ret,
+				"%s changed after it was created: %s",
+				job->dest, g_strerror(-ret));
 	}
 	ret = dioloop_image_lock_get(job->fs, job->node->image,
 				     job->node->image, fd, &st, &readonly,
@@ -193,16 +206,15 @@ static int lock_dest(struct dioloop_migration *job, char **why)
 		job->dest_lock = NULL;
 		ret = -EACCES;
 	}
-	if (ret < 0) {
-		*why = g_strdup_printf("locking %s: %s", job->dest,
-				       g_strerror(-ret));
-		return ret;
-	}
+	if (ret < 0)
+		return job_fail(error, ret, "locking %s: %s", job->dest,
+				g_strerror(-ret));
 	ret = dest_take_owner(job);
 	if (ret < 0)
-		*why = g_strdup_printf("giving %s the image's owner and mode: %s",
-				       job->dest, g_strerror(-ret));
-	return ret;
+		return job_fail(error, ret,
+				"giving %s the image's owner and mode: %s",
+				job->dest, g_strerror(-ret));
+	return 0;
 }
 
 /* The redirect that makes the switch to job's destination durable. */
@@ -269,9 +281,9 @@ static void job_engine_free(struct dioloop_migration *job)
 	migration_free(m);
 }
 
-/* The switch: with the node drained.  0 or -errno (why). */
+/* The switch: with the node drained.  0 or -errno (*error). */
 static int job_switch(struct dioloop_migration *job, struct migration *m,
-		      char **why)
+		      GError **error)
 {
 	struct dioloop_node *node = job->node;
 	struct migrate_progress p;
@@ -280,22 +292,17 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 	int ret;
 
 	migration_get_progress(m, &p);
-	if (size < 0 || (uint64_t)size != p.size) {
-		*why = g_strdup("the node was resized meanwhile");
-		return -EBUSY;
-	}
+	if (size < 0 || (uint64_t)size != p.size)
+		return job_fail(error, -EBUSY,
+				"the node was resized meanwhile");
 	ret = migration_finish(m);
-	if (ret < 0) {
-		*why = g_strdup_printf("finishing the copy: %s",
-				       g_strerror(-ret));
-		return ret;
-	}
+	if (ret < 0)
+		return job_fail(error, ret, "finishing the copy: %s",
+				g_strerror(-ret));
 	ret = job_redirect_write(job);
-	if (ret < 0) {
-		*why = g_strdup_printf("recording the switch: %s",
-				       g_strerror(-ret));
-		return ret;
-	}
+	if (ret < 0)
+		return job_fail(error, ret, "recording the switch: %s",
+				g_strerror(-ret));
 	/* Users of the backend outside requests (stat, stats, control
 	 * commands) hold b_lock: none sees the swap half done.  The
 	 * destination takes the mirror's place in the stack. */
@@ -304,10 +311,8 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 	if (ret == 0)
 		node->cow = !strcmp(job->format, "cow");
 	g_rw_lock_writer_unlock(&node->b_lock);
-	if (ret < 0) {
-		*why = g_strdup("the copy did not finish");
-		return ret;
-	}
+	if (ret < 0)
+		return job_fail(error, ret, "the copy did not finish");
 	/* The lock follows the data: the node holds the destination's
 	 * now; the source's goes when the old backend is closed. */
 	g_mutex_lock(&job->fs->lock);
@@ -397,21 +402,20 @@ static gpointer job_thread(gpointer opaque)
 		.flags = (job->fs->opts.growable ? BACKEND_OPEN_GROWABLE : 0) |
 			 (job->fs->opts.sync ? BACKEND_OPEN_SYNC : 0),
 	};
-	g_autofree char *why = NULL;
+	g_autoptr(GError) error = NULL;
 	struct migration *m = NULL;
 	int64_t size = backend_get_size(node->b);
 	int ret;
 
 	if (size < 0) {
-		ret = (int)size;
-		why = g_strdup(g_strerror(-ret));
+		ret = job_fail(&error, (int)size, "%s", g_strerror((int)-size));
 		goto fail;
 	}
-	ret = create_dest(job, (uint64_t)size, &why);
+	ret = create_dest(job, (uint64_t)size, &error);
 	if (ret < 0)
 		goto fail;
 	job->created = true;
-	ret = lock_dest(job, &why);
+	ret = lock_dest(job, &error);
 	if (ret < 0)
 		goto fail;
 	if (job->dest_lock) {
@@ -424,8 +428,8 @@ static gpointer job_thread(gpointer opaque)
 	}
 	ret = backend_open(job->format, &args, &job->dst);
 	if (ret < 0) {
-		why = g_strdup_printf("opening %s: %s", job->dest,
-				      g_strerror(-ret));
+		job_fail(&error, ret, "opening %s: %s", job->dest,
+			 g_strerror(-ret));
 		goto fail;
 	}
 	if (backend_has_volumes(job->dst) && job->fs->opts.commit_ms >= 0)
@@ -434,13 +438,13 @@ static gpointer job_thread(gpointer opaque)
 	ret = migration_new(backend_below_filters(node->b), job->dst,
 			    &job->opts, &m);
 	if (ret < 0) {
-		why = g_strdup(g_strerror(-ret));
+		job_fail(&error, ret, "%s", g_strerror(-ret));
 		goto fail;
 	}
 	ret = mirror_filter_open(m, &job->mirror);
 	if (ret < 0) {
-		why = g_strdup_printf("stacking the mirror: %s",
-				      g_strerror(-ret));
+		job_fail(&error, ret, "stacking the mirror: %s",
+			 g_strerror(-ret));
 		goto fail;
 	}
 	job_mirror_insert(job);
@@ -460,7 +464,7 @@ static gpointer job_thread(gpointer opaque)
 		 * lookup must not take the node for a replaced one. */
 		dioloop_node_switch_begin(job->fs, node);
 		ret = migration_cancelled(m) ? -ECANCELED :
-					       job_switch(job, m, &why);
+					       job_switch(job, m, &error);
 		dioloop_node_switch_end(job->fs, node);
 		dioloop_node_drain_end(node);
 	}
@@ -468,10 +472,10 @@ static gpointer job_thread(gpointer opaque)
 		struct migrate_progress p;
 
 		migration_get_progress(m, &p);
-		if (!why && p.error)
-			why = g_strdup_printf("%s at byte %llu",
-					      g_strerror(-p.error),
-					      (unsigned long long)p.error_pos);
+		if (!error && p.error)
+			job_fail(&error, ret, "%s at byte %llu",
+				 g_strerror(-p.error),
+				 (unsigned long long)p.error_pos);
 		goto fail;
 	}
 	backend_close(job->mirror);	/* out of the stack: holds nothing */
@@ -512,8 +516,10 @@ fail:
 		job_set(job, JOB_CANCELLED, "cancelled");
 	} else {
 		g_warning("%s: migration to %s failed: %s; the node stays on its source",
-			  node->name, job->dest, why ? why : g_strerror(-ret));
-		job_set(job, JOB_FAILED, "%s", why ? why : g_strerror(-ret));
+			  node->name, job->dest,
+			  error ? error->message : g_strerror(-ret));
+		job_set(job, JOB_FAILED, "%s",
+			error ? error->message : g_strerror(-ret));
 	}
 out:
 	dioloop_node_ctl_end(job->fs, node);
@@ -834,6 +840,19 @@ err_job:
 	return ret;
 }
 
+/* The node a command that takes one node name acts on: 0 (*node holds
+ * one lookup) or -errno after a reply. */
+static int migrate_one_node(struct dioloop_fs *fs, const char *cmd, int argc,
+			    char **argv, struct dioloop_node **node,
+			    GString *reply)
+{
+	if (argc != 1) {
+		g_string_append_printf(reply, "%s: expected a node\n", cmd);
+		return -EINVAL;
+	}
+	return migrate_node(fs, cmd, argv[0], node, reply);
+}
+
 int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
 			       GString *reply)
 {
@@ -843,11 +862,7 @@ int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
 	struct migration *m;
 	int ret;
 
-	if (argc != 1) {
-		g_string_append(reply, "migrate-status: expected a node\n");
-		return -EINVAL;
-	}
-	ret = migrate_node(fs, "migrate-status", argv[0], &node, reply);
+	ret = migrate_one_node(fs, "migrate-status", argc, argv, &node, reply);
 	if (ret < 0)
 		return ret;
 	g_mutex_lock(&jobs_lock);
@@ -887,11 +902,7 @@ int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
 	struct dioloop_node *node;
 	int ret;
 
-	if (argc != 1) {
-		g_string_append(reply, "migrate-cancel: expected a node\n");
-		return -EINVAL;
-	}
-	ret = migrate_node(fs, "migrate-cancel", argv[0], &node, reply);
+	ret = migrate_one_node(fs, "migrate-cancel", argc, argv, &node, reply);
 	if (ret < 0)
 		return ret;
 	g_mutex_lock(&jobs_lock);

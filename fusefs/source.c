@@ -165,12 +165,12 @@ int dioloop_redirect_read(struct dioloop_fs *fs, const char *image,
 	g_autofree char *name = dioloop_redirect_name(image);
 	g_autofree char *key = NULL;
 	char buf[DIOLOOP_REDIRECT_MAX + 1];
-	const char *why = NULL;
+	g_autoptr(GError) error = NULL;
 	ssize_t n;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
-	n = sidecar_read(fs->source_fd, name, buf, sizeof(buf), &why);
+	n = sidecar_read(fs->source_fd, name, buf, sizeof(buf), &error);
 	if (n == -ENOENT)
 		return -ENOENT;
 	if (n < 0)
@@ -180,7 +180,8 @@ int dioloop_redirect_read(struct dioloop_fs *fs, const char *image,
 	else
 		ret = dioloop_redirect_parse(buf, r);
 	if (ret == 0 && strcmp(r->name, image)) {
-		why = "it was written for another image";
+		g_set_error_literal(&error, G_FILE_ERROR, G_FILE_ERROR_PERM,
+				    "it was written for another image");
 		dioloop_redirect_clear(r);
 		ret = -EPERM;
 	}
@@ -189,7 +190,7 @@ int dioloop_redirect_read(struct dioloop_fs *fs, const char *image,
 	key = g_strdup_printf("redirect\n%s", image);
 	if (dioloop_fs_log_ratelimit(fs, key))
 		g_warning("%s: redirect %s ignored: %s", image, name,
-			  why ? why : ret == -EBADMSG ?
+			  error ? error->message : ret == -EBADMSG ?
 			  "not a redirect this daemon wrote" :
 			  g_strerror(-ret));
 	return ret == -ENOENT ? -EPERM : ret;

@@ -182,10 +182,10 @@ START_TEST(test_sidecar_create_mode_0600_under_any_umask)
 }
 END_TEST
 
-/* sidecar_open_trusted on NAME: the result, with *why. */
-static int open_trusted(const struct scene *s, const char **why)
+/* sidecar_open_trusted on NAME: the result, with *error. */
+static int open_trusted(const struct scene *s, GError **error)
 {
-	int fd = sidecar_open_trusted(s->dirfd, NAME, why);
+	int fd = sidecar_open_trusted(s->dirfd, NAME, error);
 
 	if (fd >= 0)
 		close(fd);
@@ -204,24 +204,29 @@ static char *plant_ours(const struct scene *s)
 
 static void assert_refused(const struct scene *s, const char *what)
 {
-	const char *why = NULL;
-	int ret = open_trusted(s, &why);
+	g_autoptr(GError) error = NULL;
+	int ret = open_trusted(s, &error);
 
 	ck_assert_msg(ret == -EPERM, "%s: -EPERM, got %d", what, ret);
-	ck_assert_msg(why != NULL, "%s: a reason is given", what);
+	ck_assert_msg(error != NULL && error->message[0] &&
+		      error->code == EPERM,
+		      "%s: a reason is given, with code EPERM", what);
 }
 
 START_TEST(test_sidecar_open_trusted_accepts_ours)
 {
 	g_autofree char *path = NULL;
-	const char *why = "unset";
+	g_autoptr(GError) error = NULL;
 	struct scene s;
 
 	scene_init(&s);
-	ck_assert_int_eq(open_trusted(&s, &why), -ENOENT);
+	ck_assert_int_eq(open_trusted(&s, &error), -ENOENT);
+	ck_assert_msg(error && error->code == ENOENT,
+		      "a missing sidecar says ENOENT");
+	g_clear_error(&error);
 	path = plant_ours(&s);
-	ck_assert_int_eq(open_trusted(&s, &why), 0);
-	ck_assert_ptr_null(why);
+	ck_assert_int_eq(open_trusted(&s, &error), 0);
+	ck_assert_msg(error == NULL, "no error for a sidecar of ours");
 	scene_destroy(&s);
 }
 END_TEST

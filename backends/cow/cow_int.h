@@ -262,6 +262,8 @@ void cow_volop_apply(struct cow_container *c, struct cow_volop *op,
 		     uint64_t gen);
 /* The volume's name for messages. */
 const char *cow_volume_label(const struct cow_volume_entry *e);
+/* The open volume with id, or NULL.  map_lock held. */
+struct cow_volume *cow_open_volume_by_id(struct cow_container *c, uint64_t id);
 /* The backend ops of volumes (cow.c) that volume.c provides. */
 int cow_open(struct backend *b, const struct backend_open_args *args);
 void cow_close(struct backend *b);

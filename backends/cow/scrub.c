@@ -85,7 +85,6 @@ static int collect_volumes(struct cow_container *c, GArray *ids,
 	for (;;) {
 		struct cow_volume_entry e;
 		struct cow_node *leaf;
-		guint i;
 
 		ret = cow_tree_seek_locked(&c->voltree, &c->map_lock, key,
 					   c->voltree.key_limit, true, &found,
@@ -98,34 +97,14 @@ static int collect_volumes(struct cow_container *c, GArray *ids,
 			return ret;
 		if (leaf && cow_vol_get(leaf->page, cow_leaf_index(leaf, found),
 					&e, err) == 0 && e.id == found) {
-			uint64_t used = e.map_root.used;
+			/* An open volume: its map's count, else its entry's. */
+			struct cow_volume *v = cow_open_volume_by_id(c, found);
 
-			for (i = 0; i < c->vols->len; i++) {
-				struct cow_volume *v = c->vols->pdata[i];
-
-				if (v->vol.id == found)
-					used = v->map.root->used;
-			}
 			g_array_append_val(ids, found);
-			*total += used;
+			*total += v ? v->map.root->used : e.map_root.used;
 		}
 		key = found + 1;
 	}
-}
-
-/* The open volume with id.  map_lock. */
-static struct cow_volume *scrub_open_volume(struct cow_container *c,
-					    uint64_t id)
-{
-	guint i;
-
-	for (i = 0; i < c->vols->len; i++) {
-		struct cow_volume *v = c->vols->pdata[i];
-
-		if (v->vol.id == id)
-			return v;
-	}
-	return NULL;
 }
 
 /* The next mapped blocks of tree from *lbn into s->blk (lock is the
@@ -186,7 +165,7 @@ static int next_batch(struct scrub *s, struct scrub_vol *sv, uint64_t *lbn)
 	int ret;
 
 	g_mutex_lock(&c->map_lock);
-	v = scrub_open_volume(c, sv->id);
+	v = cow_open_volume_by_id(c, sv->id);
 	if (v) {
 		sv->e = v->vol;
 		end = v->map.key_limit;
@@ -284,7 +263,7 @@ static void report_bad(struct scrub *s, struct scrub_vol *sv,
 	g_strlcpy(bad.volume, sv->e.name, sizeof(bad.volume));
 	s->p.bad++;
 	g_mutex_lock(&c->map_lock);
-	v = scrub_open_volume(c, sv->id);
+	v = cow_open_volume_by_id(c, sv->id);
 	if (v)
 		atomic_fetch_add(&v->checksum_errors, 1);
 	g_mutex_unlock(&c->map_lock);

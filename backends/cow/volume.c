@@ -82,9 +82,7 @@ const char *cow_volume_label(const struct cow_volume_entry *e)
 	return e->name[0] ? e->name : "(default)";
 }
 
-/* The open volume with id, or NULL.  map_lock. */
-static struct cow_volume *open_volume_by_id(struct cow_container *c,
-					    uint64_t id)
+struct cow_volume *cow_open_volume_by_id(struct cow_container *c, uint64_t id)
 {
 	guint i;
 
@@ -209,7 +207,7 @@ static int volume_load(struct cow_container *c, struct cow_volume *v,
 
 	g_mutex_lock(&c->map_lock);
 	ret = find_volume(c, name, &s);
-	busy = !ret && open_volume_by_id(c, s.e.id);
+	busy = !ret && cow_open_volume_by_id(c, s.e.id);
 	g_mutex_unlock(&c->map_lock);
 	if (ret == -ENOENT)
 		g_warning("%s: no volume called \"%s\"", c->meta.path, name);
@@ -381,7 +379,7 @@ int cow_volop_prepare(struct cow_container *c, struct cow_volop *op)
 		if (ret < 0)
 			return ret;
 		if (s.e.id == c->sb.default_volume ||
-		    open_volume_by_id(c, s.e.id))
+		    cow_open_volume_by_id(c, s.e.id))
 			return -EBUSY;
 		op->id = s.e.id;
 		op->entry = s.e;
@@ -448,21 +446,28 @@ void cow_volop_apply(struct cow_container *c, struct cow_volop *op,
 	c->next_volume_id = op->id + 1;
 }
 
+/* Commit op unless the container is read-only: 0 or -errno. */
+static int volop_commit(struct cow_container *c, struct cow_volop *op)
+{
+	int ret;
+
+	if (c->rdonly)
+		return -EROFS;
+	g_mutex_lock(&registry_lock);
+	ret = cow_commit_volop(c, op);
+	g_mutex_unlock(&registry_lock);
+	return ret;
+}
+
 int cow_snapshot(struct backend *b, const char *name, bool writable)
 {
 	struct cow_volume *v = b->priv;
 	struct cow_container *c = v->c;
 	struct cow_volop op = { .src = v, .name = name, .writable = writable };
-	int ret;
 
 	if (!cow_volume_name_valid(name))
 		return -EINVAL;
-	if (c->rdonly)
-		return -EROFS;
-	g_mutex_lock(&registry_lock);
-	ret = cow_commit_volop(c, &op);
-	g_mutex_unlock(&registry_lock);
-	return ret;
+	return volop_commit(c, &op);
 }
 
 int cow_delete_volume(struct backend *b, const char *name)
@@ -470,24 +475,18 @@ int cow_delete_volume(struct backend *b, const char *name)
 	struct cow_volume *v = b->priv;
 	struct cow_container *c = v->c;
 	struct cow_volop op = { .delete = true, .name = name };
-	int ret;
 
 	if (!name || !name[0])
 		return -EBUSY;		/* the default volume */
 	if (!cow_volume_name_valid(name))
 		return -ENOENT;
-	if (c->rdonly)
-		return -EROFS;
-	g_mutex_lock(&registry_lock);
-	ret = cow_commit_volop(c, &op);
-	g_mutex_unlock(&registry_lock);
-	return ret;
+	return volop_commit(c, &op);
 }
 
 static int list_one(struct cow_container *c, struct cow_node *leaf,
 		    const struct cow_volume_entry *e, void *opaque)
 {
-	struct cow_volume *v = open_volume_by_id(c, e->id);
+	struct cow_volume *v = cow_open_volume_by_id(c, e->id);
 	const struct cow_volume_entry *cur = v ? &v->vol : e;
 	struct cow_volume_info info = {
 		.id = e->id,

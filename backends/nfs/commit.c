@@ -19,14 +19,8 @@ static void dnfs_fail_flushes(struct dnfs *d, int err)
 		struct dnfs_ctl *ctl = l->data;
 
 		l = l->next;
-		if (ctl->kind != DNFS_CTL_FLUSH)
-			continue;
-		g_queue_unlink(&d->ctls, &ctl->link);
-		g_mutex_lock(&d->lock);
-		ctl->err = err;
-		ctl->done = true;
-		g_cond_broadcast(&d->cond);
-		g_mutex_unlock(&d->lock);
+		if (ctl->kind == DNFS_CTL_FLUSH)
+			dnfs_ctl_done(d, ctl, err);
 	}
 }
 

@@ -209,16 +209,16 @@ static int orphan_write(struct orphan *o, const char *name, uint64_t size,
 static int orphan_read(struct orphan *o, uint64_t *size)
 {
 	unsigned char buf[ORPHAN_RECORD_LEN + 1];
-	const char *why;
+	g_autoptr(GError) error = NULL;
 	uint64_t dev, ino;
 	struct stat st;
 	ssize_t n;
 	int fd, err = 0;
 
-	fd = sidecar_open_trusted(o->dirfd, o->name, &why);
+	fd = sidecar_open_trusted(o->dirfd, o->name, &error);
 	if (fd == -EPERM) {
 		g_warning("%s: orphan record %s ignored: %s", o->image,
-			  o->name, why);
+			  o->name, error->message);
 		return -ENOENT;
 	}
 	if (fd < 0)

@@ -216,7 +216,7 @@ static bool prepare_dst(const char *dst, const struct dioloop_image_ref *src,
 int dioloop_cmd_convert(int argc, char **argv)
 {
 	gboolean progress = FALSE, force = FALSE;
-	g_autofree char *format = NULL, *csum = NULL, *why = NULL;
+	g_autofree char *format = NULL, *csum = NULL;
 	g_autoptr(GError) error = NULL;
 	GOptionEntry entries[] = {
 		{ "format", 'f', 0, G_OPTION_ARG_STRING, &format,
@@ -258,8 +258,8 @@ int dioloop_cmd_convert(int argc, char **argv)
 	if (csum && !dioloop_parse_checksum("convert", csum))
 		return DIOLOOP_EXIT_USAGE;
 	dioloop_cli_logs("convert");
-	if (dioloop_image_ref_resolve(argv[1], &ref, &why) < 0) {
-		dioloop_err("convert: %s", why);
+	if (dioloop_image_ref_resolve(argv[1], &ref, &error) < 0) {
+		dioloop_err("convert: %s", error->message);
 		return DIOLOOP_EXIT_USAGE;
 	}
 	ret = open_source(&ref, &c.src, &src_type, &src_lock);

@@ -32,10 +32,10 @@
 static bool resolve(const char *cmd, const char *arg,
 		    struct dioloop_image_ref *ref)
 {
-	g_autofree char *why = NULL;
+	g_autoptr(GError) error = NULL;
 
-	if (dioloop_image_ref_resolve(arg, ref, &why) < 0) {
-		dioloop_err("%s: %s", cmd, why);
+	if (dioloop_image_ref_resolve(arg, ref, &error) < 0) {
+		dioloop_err("%s: %s", cmd, error->message);
 		return false;
 	}
 	return true;

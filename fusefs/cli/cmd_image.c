@@ -415,7 +415,6 @@ int dioloop_cmd_info(int argc, char **argv)
 	struct dioloop_image_ref ref;
 	struct image_details d = { 0 };
 	g_autoptr(GError) error = NULL;
-	g_autofree char *why = NULL;
 	struct backend_info info;
 	const char *type;
 	struct backend *b;
@@ -438,9 +437,9 @@ int dioloop_cmd_info(int argc, char **argv)
 		return DIOLOOP_EXIT_USAGE;
 	}
 	dioloop_cli_logs("info");
-	ret = dioloop_image_ref_resolve(argv[1], &ref, &why);
+	ret = dioloop_image_ref_resolve(argv[1], &ref, &error);
 	if (ret < 0) {
-		dioloop_err("info: %s", why);
+		dioloop_err("info: %s", error->message);
 		return DIOLOOP_EXIT_FAIL;
 	}
 	if (backend_is_url(argv[1]) &&

@@ -18,38 +18,19 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "fusefs/cli/commands.h"
 #include "fusefs/control.h"
 #include "fusefs/loop.h"
+#include "fusefs/mountinfo.h"
 
 #define UMOUNT_FSTYPE "fuse.dioloop"
 /* How long a detached loop device may take to let go of its node. */
 #define UMOUNT_DETACH_TIMEOUT_MS 1000
-
-/* Undo mountinfo's octal escapes (\040 for a space) in place. */
-static void mountinfo_unescape(char *s)
-{
-	char *out = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
-					(s[3] - '0'));
-			s += 4;
-		} else {
-			*out++ = *s++;
-		}
-	}
-	*out = '\0';
-}
 
 /*
  * The topmost mount at path in /proc/self/mountinfo: its fstype and
@@ -58,38 +39,24 @@ static void mountinfo_unescape(char *s)
 static int mountinfo_find(const char *path, char **fstype, char **source,
 			  dev_t *dev)
 {
-	g_autofree char *text = NULL;
-	g_auto(GStrv) lines = NULL;
-	char **l;
-	int ret = -ENOENT;
+	g_autoptr(GArray) mounts = dioloop_mountinfo_read();
+	guint i;
 
-	if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
+	if (!mounts)
 		return -EIO;
-	lines = g_strsplit(text, "\n", -1);
 	/* Later lines are mounted on top of earlier ones: the last wins. */
-	for (l = lines; *l; l++) {
-		g_auto(GStrv) f = g_strsplit(*l, " ", -1);
-		unsigned int maj, min;
-		guint n = g_strv_length(f), sep;
+	for (i = mounts->len; i-- > 0;) {
+		const struct dioloop_mountinfo *m =
+			&g_array_index(mounts, struct dioloop_mountinfo, i);
 
-		if (n < 7 || sscanf(f[2], "%u:%u", &maj, &min) != 2)
+		if (strcmp(m->mountpoint, path))
 			continue;
-		mountinfo_unescape(f[4]);
-		if (strcmp(f[4], path))
-			continue;
-		for (sep = 6; sep < n && strcmp(f[sep], "-"); sep++)
-			;
-		if (sep + 2 >= n)
-			continue;
-		mountinfo_unescape(f[sep + 2]);
-		g_free(*fstype);
-		g_free(*source);
-		*fstype = g_strdup(f[sep + 1]);
-		*source = g_strdup(f[sep + 2]);
-		*dev = makedev(maj, min);
-		ret = 0;
+		*fstype = g_strdup(m->fstype);
+		*source = g_strdup(m->source);
+		*dev = m->dev;
+		return 0;
 	}
-	return ret;
+	return -ENOENT;
 }
 
 /*

@@ -14,6 +14,7 @@
 #include "fusefs/control.h"
 #include "fusefs/cli/control_client.h"
 #include "fusefs/imagelock.h"
+#include "fusefs/mountinfo.h"
 
 #define CTL_REPLY_MAX (4 << 20)	/* a scrub lists every bad block */
 /* The file system type and source prefix of a dioloop mount in
@@ -106,24 +107,6 @@ int dioloop_ctl_run(const char *cmd, const struct dioloop_ctl_target *t,
 
 /* ---- which mount serves an image ---- */
 
-/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
-static void mountinfo_unescape(char *s)
-{
-	char *out = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-					(s[3] - '0'));
-			s += 4;
-		} else {
-			*out++ = *s++;
-		}
-	}
-	*out = '\0';
-}
-
 /*
  * Look through the dioloop mounts: the one mounted at mountpoint (when not
  * NULL; its source in *source), or the one serving source (its mount
@@ -132,40 +115,28 @@ static void mountinfo_unescape(char *s)
 static bool find_dioloop_mount(const char *mountpoint, const char *source,
 			       char **source_out, char **mountpoint_out)
 {
-	g_autofree char *text = NULL;
-	g_auto(GStrv) lines = NULL;
-	char **l;
+	g_autoptr(GArray) mounts = dioloop_mountinfo_read();
+	guint i;
 
-	if (!g_file_get_contents("/proc/self/mountinfo", &text, NULL, NULL))
-		return false;
-	lines = g_strsplit(text, "\n", -1);
-	for (l = lines; *l; l++) {
-		g_auto(GStrv) f = g_strsplit(*l, " ", -1);
-		guint n = g_strv_length(f), sep;
-		char *src;
+	for (i = 0; mounts && i < mounts->len; i++) {
+		const struct dioloop_mountinfo *m =
+			&g_array_index(mounts, struct dioloop_mountinfo, i);
+		const char *src = m->source;
 
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - TYPE
-		 * SOURCE SUPEROPTS */
-		for (sep = 6; sep < n && strcmp(f[sep], "-"); sep++)
-			;
-		if (n < 5 || sep + 2 >= n || strcmp(f[sep + 1], DIOLOOP_FSTYPE))
-			continue;
-		src = f[sep + 2];
-		if (!g_str_has_prefix(src, DIOLOOP_FSNAME_PREFIX))
+		if (strcmp(m->fstype, DIOLOOP_FSTYPE) ||
+		    !g_str_has_prefix(src, DIOLOOP_FSNAME_PREFIX))
 			continue;
 		src += strlen(DIOLOOP_FSNAME_PREFIX);
-		mountinfo_unescape(src);
-		mountinfo_unescape(f[4]);
-		if (mountpoint && !strcmp(f[4], mountpoint)) {
+		if (mountpoint && !strcmp(m->mountpoint, mountpoint)) {
 			*source_out = g_strdup(src);
 			return true;
 		}
 		if (source && !strcmp(src, source)) {
-			g_autofree char *ctl = dioloop_ctl_of(f[4]);
+			g_autofree char *ctl = dioloop_ctl_of(m->mountpoint);
 
 			if (!ctl)
 				continue;	/* not ours to see, or stale */
-			*mountpoint_out = g_strdup(f[4]);
+			*mountpoint_out = g_strdup(m->mountpoint);
 			return true;
 		}
 	}
@@ -249,7 +220,7 @@ static char *absolute_path(const char *p)
 }
 
 int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
-			      char **why)
+			      GError **error)
 {
 	g_autofree char *real = NULL, *left = NULL, *left_real = NULL;
 	g_autofree char *base = NULL;
@@ -258,7 +229,6 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 	int err;
 
 	*ref = (struct dioloop_image_ref){ 0 };
-	*why = NULL;
 	if (backend_is_url(arg)) {
 		/* A URL: served by its backend, never by a mount here. */
 		if (at) {
@@ -281,13 +251,15 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 		left_real = absolute_path(left);
 	}
 	if (!left_real) {
-		*why = g_strdup_printf("%s: %s", arg, g_strerror(err));
+		g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(err),
+			    "%s: %s", arg, g_strerror(err));
 		return -err;
 	}
 	/* IMAGE@VOLUME, IMAGE an image file or a node. */
 	resolve_existing(left_real, ref);
 	if (ref->volume) {
-		*why = g_strdup_printf("%s: no such node", arg);
+		g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+			    "%s: no such node", arg);
 		dioloop_image_ref_clear(ref);
 		return -ENOENT;
 	}

@@ -53,9 +53,9 @@ struct dioloop_image_ref {
 	char *mountpoint;		/* with ctl */
 };
 
-/* Resolve arg: 0, or -errno with a one-line reason in *why (g_free). */
+/* Resolve arg: 0, or -errno with a one-line reason in *error. */
 int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
-			      char **why);
+			      GError **error);
 void dioloop_image_ref_clear(struct dioloop_image_ref *ref);
 
 /*

@@ -91,6 +91,21 @@ ctl_errno() {
 	echo "${out##*errno }"
 }
 
+# expect_ctl WHAT REGEX COMMAND...: the command, sent to the mount at
+# $MNT, succeeds, and its reply matches REGEX (whole reply, newlines as
+# spaces).
+expect_ctl() {
+	local what=$1 want=$2 reply rc=0
+	shift 2
+	reply=$(ctl "$MNT" "$@") || rc=$?
+	reply=$(printf '%s' "$reply" | paste -sd' ' -)
+	if ((rc != 0)); then
+		it_fail "$what: expected '$*' to succeed, got an error: $reply"
+		return 1
+	fi
+	expect_match "$what [ctl $*]" "$want" "$reply"
+}
+
 # node_stat MNT NODE KEY: a number from the node's object in stats.json.
 node_stat() {
 	jq -r --arg n "$2" ".nodes[\$n].$3" "$1/.dioloop/stats.json"

@@ -439,6 +439,47 @@ fs_roundtrip() {
 	umount_inner "$dir" || it_die "cannot go on with $dir mounted"
 }
 
+# ---------------------------------------------------------------- fio
+
+# run_fio_verify WHAT FIO-ARGS...: fio writes with crc32c verify data and
+# reads it back (direct I/O, libaio); it exits 0, reports no verify error,
+# and every job ends with err=0.  Its output: $IT_TMP/fio.N.out.
+NFIO=0
+run_fio_verify() {
+	local what=$1 out rc=0 jobs bad
+	shift
+	NFIO=$((NFIO + 1))
+	out=$IT_TMP/fio.$NFIO.out
+	it_log "fio $what"
+	timeout -k 10 240 fio --direct=1 --ioengine=libaio --verify=crc32c \
+		--do_verify=1 --verify_fatal=1 --randrepeat=0 --runtime=60 \
+		--verify_state_save=0 --output="$out" "$@" </dev/null >>"$out" 2>&1 || rc=$?
+	if ((rc != 0)); then
+		it_fail "fio $what: expected exit status 0, got $rc"
+		it_show "$out" 25
+		return
+	fi
+	it_ok "fio $what: exit status 0"
+	bad=$(grep -iE 'verify[^ ]*:|bad magic|bad header|crc32c|mismatch' "$out" | head -n 5)
+	if [[ -n $bad ]]; then
+		it_fail "fio $what: expected no verify error in its output, got:"
+		printf '%s\n' "$bad" | sed 's/^/    | /'
+	else
+		it_ok "fio $what: no verify error in its output"
+	fi
+	if ! grep -qE '^ +read: IOPS=' "$out"; then
+		it_fail "fio $what: expected a read (verify) phase in its output, got none"
+	fi
+	jobs=$(grep -cE '^[^ ]+: \(groupid=[0-9]+, jobs=[0-9]+\): err= *0' "$out")
+	bad=$(grep -E 'err= *[1-9]' "$out" | head -n 3)
+	if [[ -n $bad || $jobs -eq 0 ]]; then
+		it_fail "fio $what: expected every job to report err=0, got ${bad:-no job summary}"
+		it_show "$out" 25
+	else
+		it_ok "fio $what: $jobs job summaries with err=0"
+	fi
+}
+
 # ---------------------------------------------------------------- setup and cleanup
 
 # it_begin DESCRIPTION TOOL...: check root and tools, make the temp dir and

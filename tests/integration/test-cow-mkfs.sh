@@ -63,37 +63,11 @@ else
 	it_fail "ext4.cow: expected its container usage to grow after mkfs and files, got $used0 -> $used1 bytes"
 fi
 
-NFIO=0
-# run_fio WHAT FIO-ARGS...: exit 0, no verify error, every job err=0.
-run_fio() {
-	local what=$1 out rc=0 bad
-	shift
-	NFIO=$((NFIO + 1))
-	out=$IT_TMP/fio.$NFIO.out
-	it_log "fio $what"
-	timeout -k 10 240 fio --direct=1 --ioengine=libaio --verify=crc32c \
-		--do_verify=1 --verify_fatal=1 --randrepeat=0 --runtime=60 \
-		--verify_state_save=0 --output="$out" "$@" </dev/null >>"$out" 2>&1 || rc=$?
-	if ((rc != 0)); then
-		it_fail "fio $what: expected exit status 0, got $rc"
-		it_show "$out" 25
-		return
-	fi
-	bad=$(grep -iE 'verify[^ ]*:|bad magic|bad header|crc32c|mismatch|err= *[1-9]' "$out" | head -n 5)
-	if [[ -n $bad ]]; then
-		it_fail "fio $what: expected no verify or job error, got:"
-		printf '%s\n' "$bad" | sed 's/^/    | /'
-	elif ! grep -qE '^ +read: IOPS=' "$out"; then
-		it_fail "fio $what: expected a read (verify) phase in its output, got none"
-	else
-		it_ok "fio $what: exit status 0, verified, every job err=0"
-	fi
-}
-run_fio "cow node, QD1, 4k" --name=qd1 --filename="$MNT/fio.cow" \
+run_fio_verify "cow node, QD1, 4k" --name=qd1 --filename="$MNT/fio.cow" \
 	--rw=randwrite --bs=4k --iodepth=1 --size=16M
-run_fio "cow node, QD32, 4k-256k" --name=qd32 --filename="$MNT/fio.cow" \
+run_fio_verify "cow node, QD32, 4k-256k" --name=qd32 --filename="$MNT/fio.cow" \
 	--rw=randwrite --bsrange=4k-256k --iodepth=32 --size=96M
-run_fio "cow node, QD16, 512-byte-granular (read-modify-write)" \
+run_fio_verify "cow node, QD16, 512-byte-granular (read-modify-write)" \
 	--name=unaligned --filename="$MNT/fio.cow" --rw=randwrite \
 	--bsrange=512-12k --blockalign=512 --iodepth=16 --size=8M --offset=100M
 expect_eq "checksum errors of the cow nodes in stats.json" "0 0 0" \

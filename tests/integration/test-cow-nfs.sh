@@ -38,20 +38,6 @@ DIR_URL=$NFS_URL_BASE/images
 OPTS="?timeout=10&mountport=$MNT_PORT"
 NODE=$MNT/disk.cow
 
-# expect_ctl WHAT REGEX COMMAND...: the command succeeds, its reply
-# matches REGEX (whole reply, newlines as spaces).
-expect_ctl() {
-	local what=$1 want=$2 reply rc=0
-	shift 2
-	reply=$(ctl "$MNT" "$@") || rc=$?
-	reply=$(printf '%s' "$reply" | paste -sd' ' -)
-	if ((rc != 0)); then
-		it_fail "$what: expected '$*' to succeed, got an error: $reply"
-		return 1
-	fi
-	expect_match "$what [ctl $*]" "$want" "$reply"
-}
-
 it_log "---- mount the remote directory"
 start_daemon "$DIR_URL$OPTS" "$MNT"
 expect_eq "nodes of the remote directory" "disk.cow" "$(names "$MNT")"

@@ -42,20 +42,6 @@ attach_loop_ro() {
 	IT_LOOPS+=("$LOOP_DEV")
 }
 
-# expect_ctl WHAT REGEX COMMAND...: the command succeeds, its reply
-# matches REGEX (whole reply, newlines as spaces).
-expect_ctl() {
-	local what=$1 want=$2 reply rc=0
-	shift 2
-	reply=$(ctl "$MNT" "$@") || rc=$?
-	reply=$(printf '%s' "$reply" | paste -sd' ' -)
-	if ((rc != 0)); then
-		it_fail "$what: expected '$*' to succeed, got an error: $reply"
-		return 1
-	fi
-	expect_match "$what [ctl $*]" "$want" "$reply"
-}
-
 # ---------------------------------------------------------------- not cow
 expect_eq "snapshot of a raw node: EOPNOTSUPP" EOPNOTSUPP \
 	"$(ctl_errno "$MNT" snapshot raw.img s)"

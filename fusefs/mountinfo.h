@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The mounts the kernel lists in /proc/self/mountinfo, for the commands
+ * that must find a dioloop mount (umount, the control client).  A line:
+ *   ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - TYPE SOURCE SUPER
+ * with space, tab, newline and backslash in paths written as octal escapes
+ * (\040, \011, \012, \134).
+ */
+#ifndef DIOLOOP_MOUNTINFO_H
+#define DIOLOOP_MOUNTINFO_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct dioloop_mountinfo {
+	dev_t dev;			/* MAJ:MIN */
+	char *mountpoint;		/* unescaped */
+	char *fstype;
+	char *source;			/* unescaped */
+};
+
+/* Undo mountinfo's octal escapes (\040 for a space, ...) in place: a
+ * backslash and three octal digits, the first 0-3, become that byte;
+ * anything else (a truncated or malformed escape) is kept as it is. */
+void dioloop_mountinfo_unescape(char *s);
+
+/* Parse one mountinfo line into m (dioloop_mountinfo_clear it): false,
+ * m untouched, when the line has not that shape. */
+bool dioloop_mountinfo_parse(const char *line, struct dioloop_mountinfo *m);
+void dioloop_mountinfo_clear(struct dioloop_mountinfo *m);
+
+/* The mounts of /proc/self/mountinfo in its order (a later one is
+ * mounted on top of an earlier one at the same place), lines of another
+ * shape skipped: a GArray of struct dioloop_mountinfo that clears its
+ * elements (g_array_unref), or NULL when the file cannot be read. */
+GArray *dioloop_mountinfo_read(void);
+
+#endif
