@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "backends/backend.h"
 
@@ -113,6 +114,15 @@ static void charge(struct dioloop_throttle *t,
 	t->vtime += req->bytes;
 }
 
+/* Must submit take the lock for t: a limit, or requests waiting.
+ * Lock held. */
+static void update_gate(struct dioloop_throttle *t)
+{
+	atomic_store_explicit(&t->gated, dioloop_limits_any(&t->limits) ||
+			      !g_queue_is_empty(&t->queue),
+			      memory_order_release);
+}
+
 /* Queue req at t; t joins the busy nodes if it was idle.  Lock held. */
 static void enqueue(struct dioloop_throttle *t,
 		    struct dioloop_throttle_req *req, uint64_t now)
@@ -128,8 +138,12 @@ static void enqueue(struct dioloop_throttle *t,
 		g_queue_push_tail_link(&g->active, &t->active_link);
 	}
 	g_queue_push_tail_link(&t->queue, &req->link);
-	g_cond_signal(&g->cond);
+	atomic_store_explicit(&t->gated, true, memory_order_release);
 }
+
+static uint64_t collect(struct dioloop_throttle_group *g, GQueue *out,
+			const struct dioloop_throttle_req *self);
+static void dispatch_all(GQueue *q);
 
 /* Admit or queue a request (throttle.h).  FUSE worker or worker
  * pool; never blocks. */
@@ -137,33 +151,54 @@ bool dioloop_throttle_submit(struct dioloop_throttle *t,
 			     struct dioloop_throttle_req *req)
 {
 	struct dioloop_throttle_group *g = t->group;
-	uint64_t now;
-	bool go;
+	GQueue out = G_QUEUE_INIT;
+	uint64_t now, wait;
+	bool go = false;
+
+	/* No limit anywhere and nothing waiting: no lock, no clock.  A
+	 * limit set meanwhile applies from the next request. */
+	if (!atomic_load_explicit(&t->gated, memory_order_acquire) &&
+	    !atomic_load_explicit(&g->gated, memory_order_acquire))
+		return true;
 
 	g_mutex_lock(&g->lock);
 	now = g->now(g->now_opaque);
 	if (g->unlimited) {
 		go = true;
-	} else if (!g_queue_is_empty(&t->queue) ||
+	} else if (g_queue_is_empty(&t->queue) &&
 		   /* Someone may be waiting for the shared bucket: take a
 		    * turn rather than jump the fair order. */
-		   (g->total.rate > 0 && !g_queue_is_empty(&g->active)) ||
-		   node_wait(t, req, now) > 0 || group_wait(g, now) > 0) {
-		enqueue(t, req, now);
-		go = false;
-	} else {
+		   !(g->total.rate > 0 && !g_queue_is_empty(&g->active)) &&
+		   node_wait(t, req, now) == 0 && group_wait(g, now) == 0) {
 		charge(t, req);
 		go = true;
+	} else {
+		/* In the queue, behind whatever waits; then dispatch what
+		 * is due, this request too if its turn came (the timer may
+		 * not have woken yet). */
+		enqueue(t, req, now);
+		wait = collect(g, &out, req);
+		if (req->link.data == NULL) {
+			go = true;		/* collect took it */
+		} else if (wait != UINT64_MAX && g->deadline &&
+			   now + wait < g->deadline) {
+			/* The timer sleeps past this one's turn. */
+			g_cond_signal(&g->cond);
+		}
 	}
 	g_mutex_unlock(&g->lock);
+	dispatch_all(&out);
 	return go;
 }
 
 /*
  * Move to out every waiting request that may go now, fairest first, and
- * return the nanoseconds until the next could.  Lock held.
+ * return the nanoseconds until the next could.  self, if collect takes
+ * it, is not put in out but marked taken (link.data NULL): the submit
+ * that is asking admits it itself, not counted as throttled.  Lock held.
  */
-static uint64_t collect(struct dioloop_throttle_group *g, GQueue *out)
+static uint64_t collect(struct dioloop_throttle_group *g, GQueue *out,
+			const struct dioloop_throttle_req *self)
 {
 	uint64_t now = g->now(g->now_opaque);
 
@@ -194,10 +229,16 @@ static uint64_t collect(struct dioloop_throttle_group *g, GQueue *out)
 		req = g_queue_pop_head_link(&best->queue)->data;
 		if (!g->unlimited)
 			charge(best, req);
+		if (g_queue_is_empty(&best->queue)) {
+			g_queue_unlink(&g->active, &best->active_link);
+			update_gate(best);
+		}
+		if (req == self) {
+			req->link.data = NULL;
+			continue;
+		}
 		best->throttled++;
 		best->throttled_ns += now - MIN(now, req->queued_at);
-		if (g_queue_is_empty(&best->queue))
-			g_queue_unlink(&g->active, &best->active_link);
 		req->link.data = req;
 		g_queue_push_tail_link(out, &req->link);
 	}
@@ -223,22 +264,30 @@ uint64_t dioloop_throttle_run(struct dioloop_throttle_group *g)
 	uint64_t wait;
 
 	g_mutex_lock(&g->lock);
-	wait = collect(g, &out);
+	wait = collect(g, &out, NULL);
 	g_mutex_unlock(&g->lock);
 	dispatch_all(&out);
 	return wait;
 }
 
-/* The timer thread: dispatch what may go, sleep until the next may. */
+/*
+ * The timer thread: dispatch what may go, sleep until the next may.  It
+ * asks for no timer slack (the default 50 us would be a tenth of the
+ * gap between requests at 20,000 IOPS); what it oversleeps all the same
+ * the buckets keep as tokens.
+ */
 static gpointer throttle_thread(gpointer data)
 {
 	struct dioloop_throttle_group *g = data;
 	GQueue out = G_QUEUE_INIT;
 
+	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	g_mutex_lock(&g->lock);
 	for (;;) {
-		uint64_t wait = collect(g, &out);
+		uint64_t wait;
 
+		g->deadline = 0;
+		wait = collect(g, &out, NULL);
 		if (!g_queue_is_empty(&out)) {
 			g_mutex_unlock(&g->lock);
 			dispatch_all(&out);
@@ -247,13 +296,17 @@ static gpointer throttle_thread(gpointer data)
 		}
 		if (g->stopping && g_queue_is_empty(&g->active))
 			break;
-		if (wait == UINT64_MAX)
+		if (wait == UINT64_MAX) {
+			g->deadline = UINT64_MAX;
 			g_cond_wait(&g->cond, &g->lock);
-		else
+		} else {
+			g->deadline = g->now(g->now_opaque) + wait;
 			g_cond_wait_until(&g->cond, &g->lock,
 					  g_get_monotonic_time() +
 						  (gint64)(wait / 1000) + 1);
+		}
 	}
+	g->deadline = UINT64_MAX;
 	g_mutex_unlock(&g->lock);
 	return NULL;
 }
@@ -266,7 +319,10 @@ void dioloop_throttle_group_init(struct dioloop_throttle_group *g,
 		.burst_ms = DIOLOOP_DEFAULT_BURST_MS,
 		.now = now ? now : dioloop_throttle_monotonic_ns,
 		.now_opaque = opaque,
+		/* No timer thread (tests): signalling it would be moot. */
+		.deadline = 0,
 	};
+	atomic_init(&g->gated, false);
 	g_mutex_init(&g->lock);
 	g_cond_init(&g->cond);
 	g_queue_init(&g->active);
@@ -299,7 +355,7 @@ void dioloop_throttle_group_stop(struct dioloop_throttle_group *g)
 	g->stopping = true;
 	g_cond_signal(&g->cond);
 	if (!g->thread)
-		collect(g, &out);
+		collect(g, &out, NULL);
 	g_mutex_unlock(&g->lock);
 	dispatch_all(&out);
 	if (g->thread)
@@ -325,6 +381,7 @@ void dioloop_throttle_group_set_total(struct dioloop_throttle_group *g,
 				 DIOLOOP_DEFAULT_BURST_MS;
 	dioloop_bucket_set(&g->total, total_bps, g->burst_ms,
 			   g->now(g->now_opaque));
+	atomic_store_explicit(&g->gated, total_bps > 0, memory_order_release);
 	g_cond_signal(&g->cond);
 	g_mutex_unlock(&g->lock);
 }
@@ -349,6 +406,7 @@ static void throttle_apply(struct dioloop_throttle *t,
 	t->limits = *l;
 	for (k = 0; k < DIOLOOP_RATE_NR; k++)
 		dioloop_bucket_set(&t->bucket[k], l->rate[k], burst_of(l), now);
+	update_gate(t);
 }
 
 /* Join a node's throttle to the group.  Whoever opens the node. */

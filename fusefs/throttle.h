@@ -27,17 +27,33 @@
  * a node held back by its own lower limit leaves the rest to the others
  * (max-min fairness).
  *
+ * Holding the rate: a waiting request goes when the buckets allow, on
+ * whichever thread comes first: the timer thread, woken for the earliest
+ * moment one may go, or a submitter, which dispatches what is due ahead
+ * of its own request before queueing it.  So at high rates the requests
+ * that keep arriving pace the queue themselves and a late timer wake-up
+ * (timer slack, a busy CPU) costs nothing; the timer is woken only when
+ * a request moves its next wake-up earlier, not once per request.  No
+ * token is lost to a late wake-up shorter than the burst, which the
+ * bucket saves.
+ *
+ * Cost without limits: a node with no limit and nothing waiting, in a
+ * group with no total_bps, is admitted on a lock-free check of two flags
+ * (gated); the lock is taken only when a limit is set or requests wait.
+ *
  * Time: the group's clock (nanoseconds, monotonic) is a function pointer
  * so that tests drive a fake clock and call dioloop_throttle_run()
  * themselves instead of starting the timer thread.
  *
  * Locking: group->lock protects every field marked "by lock" in the group
- * and in its throttles.  dispatch callbacks are called without it.
+ * and in its throttles; the gated flags are written under it and read
+ * without it.  dispatch callbacks are called without it.
  */
 #ifndef DIOLOOP_THROTTLE_H
 #define DIOLOOP_THROTTLE_H
 
 #include <glib.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -69,8 +85,10 @@ struct dioloop_throttle_req {
 	int dir;			/* DIOLOOP_READ / DIOLOOP_WRITE */
 	uint64_t bytes;			/* charged to the bps buckets */
 	uint64_t queued_at;		/* ns, set when it has to wait */
-	/* Called once, from the timer thread, when a request that had to
-	 * wait may go; never for a request that submit admitted. */
+	/* Called once, without the lock, when a request that had to wait
+	 * may go: from the timer thread, from a later submit (a FUSE
+	 * worker or worker thread) that found it due, or from whoever
+	 * stops the group; never for a request that submit admitted. */
 	void (*dispatch)(struct dioloop_throttle_req *req);
 	GList link;			/* in the throttle's queue */
 };
@@ -88,6 +106,9 @@ struct dioloop_throttle {
 	uint64_t vtime;			/* group bytes given; by lock */
 	uint64_t throttled;		/* requests that had to wait; by lock */
 	uint64_t throttled_ns;		/* their total wait; by lock */
+	/* A limit is set or requests wait: submit must take the lock.
+	 * Written under the lock, read without it. */
+	atomic_bool gated;
 };
 
 struct dioloop_throttle_stats {
@@ -108,6 +129,9 @@ struct dioloop_throttle_group {
 	uint64_t vclock;		/* virtual time of the fair share;
 					 * by lock */
 	bool unlimited;			/* stopping: admit everything; by lock */
+	/* total_bps is set: every submit takes the lock.  Written under
+	 * the lock, read without it. */
+	atomic_bool gated;
 	dioloop_clock_fn now;
 	void *now_opaque;
 
@@ -115,6 +139,10 @@ struct dioloop_throttle_group {
 	GCond cond;			/* work for the timer; with lock */
 	GThread *thread;
 	bool stopping;			/* by lock */
+	/* When the timer runs next (clock ns): 0 while it is awake (it
+	 * looks again before it sleeps), UINT64_MAX when it sleeps until
+	 * signalled.  A submit signals it only to move this earlier. */
+	uint64_t deadline;		/* by lock */
 };
 
 /* Nanoseconds of the monotonic clock: the production clock. */
@@ -152,8 +180,10 @@ void dioloop_throttle_get_stats(struct dioloop_throttle *t,
 
 /*
  * Ask to dispatch req.  true: admitted, the caller dispatches it now.
- * false: it waits; req->dispatch will be called from the timer thread.
- * Any thread; never blocks.
+ * false: it waits; req->dispatch will be called when it may go.  Before
+ * returning, it may call the dispatch of requests queued ahead that are
+ * due (without the lock).  Any thread; never blocks; takes no lock when
+ * neither the node nor the group has a limit and nothing waits.
  */
 bool dioloop_throttle_submit(struct dioloop_throttle *t,
 			     struct dioloop_throttle_req *req);

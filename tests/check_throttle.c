@@ -9,9 +9,15 @@
  * like fio at a queue depth); a dispatched request completes at once and
  * is replaced.  Time only moves when nothing more can go, by exactly the
  * wait dioloop_throttle_run() reports.
+ *
+ * The coarse simulation (sim_run_coarse) is closer to a real daemon: a
+ * dispatched request completes lat_ns later, time moves in small ticks,
+ * and the timer runs only every period, as a sleep that wakes late or on
+ * a coarse tick would run it.  The rate must hold all the same.
  */
 #include <check.h>
 #include <glib.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,9 +52,15 @@ struct sim_req {
 	struct dioloop_throttle_req treq;	/* first: cast back */
 	struct sim_node *n;
 	uint64_t seq;
+	uint64_t due;			/* completes then (lat_ns) */
 };
 
 static uint64_t dispatched_by_run;
+
+/* The coarse simulation: service time of a dispatched request (0: it
+ * completes at once) and the requests in service, by due time. */
+static uint64_t lat_ns;
+static GQueue in_service = G_QUEUE_INIT;
 
 static void sim_complete(struct sim_req *r)
 {
@@ -63,10 +75,21 @@ static void sim_complete(struct sim_req *r)
 	g_free(r);
 }
 
+/* A request goes to the backend: done now, or lat_ns from now. */
+static void sim_start(struct sim_req *r)
+{
+	if (!lat_ns) {
+		sim_complete(r);
+		return;
+	}
+	r->due = fake_now + lat_ns;
+	g_queue_push_tail(&in_service, r);	/* due times only grow */
+}
+
 static void sim_dispatch(struct dioloop_throttle_req *treq)
 {
 	dispatched_by_run++;
-	sim_complete((struct sim_req *)treq);
+	sim_start((struct sim_req *)treq);
 }
 
 /* Submit one request of n; true if it was admitted (and completed). */
@@ -82,7 +105,7 @@ static bool sim_submit(struct sim_node *n)
 	n->outstanding++;
 	if (!dioloop_throttle_submit(&n->t, &r->treq))
 		return false;
-	sim_complete(r);
+	sim_start(r);
 	return true;
 }
 
@@ -93,9 +116,11 @@ static void sim_fill(struct sim_node **nodes, int nr)
 
 	for (i = 0; i < nr; i++)
 		for (guard = 0; nodes[i]->outstanding < nodes[i]->qd; guard++) {
-			ck_assert_msg(guard < 1000000,
-				      "node %d: admitted without end: no limit "
-				      "applies?", i);
+			/* Not ck_assert: each one is a write to check's
+			 * pipe, and this loop is hot. */
+			if (guard >= 1000000)
+				ck_abort_msg("node %d: admitted without end: "
+					     "no limit applies?", i);
 			sim_submit(nodes[i]);
 		}
 }
@@ -121,6 +146,37 @@ static void sim_run(struct dioloop_throttle_group *g, struct sim_node **nodes,
 	}
 }
 
+/* Complete the requests in service that are due by now (all: drain). */
+static void sim_reap(bool drain)
+{
+	struct sim_req *r;
+
+	while ((r = g_queue_peek_head(&in_service)) &&
+	       (drain || r->due <= fake_now))
+		sim_complete(g_queue_pop_head(&in_service));
+}
+
+/*
+ * Run the closed loop for ns of fake time in ticks of tick ns: requests
+ * complete lat_ns after dispatch and are replaced at once; the timer runs
+ * only every period ns.
+ */
+static void sim_run_coarse(struct dioloop_throttle_group *g,
+			   struct sim_node **nodes, int nr, uint64_t ns,
+			   uint64_t tick, uint64_t period)
+{
+	uint64_t end = fake_now + ns, next_timer = fake_now + period;
+
+	for (; fake_now < end; fake_now += tick) {
+		sim_reap(false);
+		sim_fill(nodes, nr);
+		if (fake_now >= next_timer) {
+			dioloop_throttle_run(g);
+			next_timer += period;
+		}
+	}
+}
+
 static void sim_node_init(struct sim_node *n, struct dioloop_throttle_group *g,
 			  const struct dioloop_limits *l, int dir,
 			  uint64_t bytes, unsigned int qd)
@@ -141,6 +197,8 @@ static void sim_finish(struct dioloop_throttle_group *g, struct sim_node **nodes
 
 	for (i = 0; i < nr; i++)
 		nodes[i]->qd = 0;
+	lat_ns = 0;
+	sim_reap(true);
 	dioloop_throttle_group_stop(g);
 	for (i = 0; i < nr; i++) {
 		ck_assert_msg(nodes[i]->outstanding == 0,
@@ -159,6 +217,7 @@ static void group_init(struct dioloop_throttle_group *g)
 {
 	fake_now = 5 * NS_PER_SEC;	/* not 0: stamps start anywhere */
 	dispatched_by_run = 0;
+	lat_ns = 0;
 	dioloop_throttle_group_init(g, fake_clock, NULL);
 }
 
@@ -591,6 +650,233 @@ START_TEST(test_throttle_lifting_limit_frees_waiters)
 }
 END_TEST
 
+/* ---- high rates ---- */
+
+START_TEST(test_throttle_high_rates_hold)
+{
+	struct dioloop_throttle_group g;
+	struct dioloop_limits l;
+	struct sim_node a, *nodes[] = { &a };
+	uint64_t gib = 1024ull * M;
+
+	/* 100,000 IOPS of 4 KiB reads at QD32: 2 s, then one more. */
+	group_init(&g);
+	dioloop_limits_init(&l);
+	l.rate[DIOLOOP_RATE_IOPS] = 100000;
+	sim_node_init(&a, &g, &l, DIOLOOP_READ, 4096, 32);
+	sim_run(&g, nodes, 1, 2 * NS_PER_SEC);
+	ck_assert_msg(a.done_ops >= 200000 && a.done_ops <= 210001,
+		      "iops=100000 for 2 s (burst 10,000): expected "
+		      "200000..210001 requests, got %llu",
+		      (unsigned long long)a.done_ops);
+	a.done_ops = 0;
+	sim_run(&g, nodes, 1, NS_PER_SEC);
+	ck_assert_msg(a.done_ops >= 99999 && a.done_ops <= 100001,
+		      "iops=100000, the next second: expected 100000 +- 1, "
+		      "got %llu", (unsigned long long)a.done_ops);
+	sim_finish(&g, nodes, 1);
+
+	/* 1 GiB/s of 128 KiB writes at QD32. */
+	group_init(&g);
+	dioloop_limits_init(&l);
+	l.rate[DIOLOOP_RATE_WRITE_BPS] = gib;
+	sim_node_init(&a, &g, &l, DIOLOOP_WRITE, 128 * K, 32);
+	sim_run(&g, nodes, 1, NS_PER_SEC / 2);
+	a.done_bytes = 0;
+	sim_run(&g, nodes, 1, 2 * NS_PER_SEC);
+	ck_assert_msg(within((double)a.done_bytes, 2.0 * gib, 0.1),
+		      "write_bps=1G for 2 s: expected 2 GiB +- 0.1%%, got %llu "
+		      "bytes", (unsigned long long)a.done_bytes);
+	sim_finish(&g, nodes, 1);
+}
+END_TEST
+
+/* After idling, a node at 100,000 IOPS gets its burst (100 ms of the
+ * rate) and one request more, no more; then the rate. */
+START_TEST(test_throttle_burst_at_high_rate)
+{
+	struct dioloop_throttle_group g;
+	struct dioloop_limits l;
+	struct sim_node a, *nodes[] = { &a };
+	unsigned int admitted = 0;
+
+	group_init(&g);
+	dioloop_limits_init(&l);
+	l.rate[DIOLOOP_RATE_IOPS] = 100000;
+	sim_node_init(&a, &g, &l, DIOLOOP_READ, 4096, 32);
+	sim_run(&g, nodes, 1, NS_PER_SEC);
+	a.qd = 0;
+	sim_run(&g, nodes, 1, 2 * NS_PER_SEC);		/* idle 2 s */
+	ck_assert_int_eq(a.outstanding, 0);
+	while (sim_submit(&a))
+		admitted++;
+	ck_assert_msg(admitted >= 10000 && admitted <= 10001,
+		      "after 2 s idle at iops=100000 (burst 100 ms): expected "
+		      "10000..10001 admitted at once, got %u", admitted);
+	a.qd = 32;
+	a.done_ops = 0;
+	sim_run(&g, nodes, 1, NS_PER_SEC);
+	ck_assert_msg(a.done_ops >= 99999 && a.done_ops <= 100002,
+		      "the second after the burst: expected 100000, got %llu",
+		      (unsigned long long)a.done_ops);
+	sim_finish(&g, nodes, 1);
+}
+END_TEST
+
+/* 100,000 -> 1,000 -> 100,000 IOPS: each change holds within 100 ms. */
+START_TEST(test_throttle_limit_change_at_high_rates)
+{
+	struct dioloop_throttle_group g;
+	struct dioloop_limits l;
+	struct sim_node a, *nodes[] = { &a };
+
+	group_init(&g);
+	dioloop_limits_init(&l);
+	l.rate[DIOLOOP_RATE_IOPS] = 100000;
+	sim_node_init(&a, &g, &l, DIOLOOP_READ, 4096, 32);
+	sim_run(&g, nodes, 1, NS_PER_SEC);
+
+	l.rate[DIOLOOP_RATE_IOPS] = 1000;
+	dioloop_throttle_set_limits(&a.t, &l);
+	sim_run(&g, nodes, 1, NS_PER_SEC / 10);
+	a.done_ops = 0;
+	sim_run(&g, nodes, 1, NS_PER_SEC);
+	ck_assert_msg(a.done_ops >= 999 && a.done_ops <= 1001,
+		      "lowered to 1000 IOPS: from 100 ms on expected 1000 a "
+		      "second, got %llu", (unsigned long long)a.done_ops);
+
+	l.rate[DIOLOOP_RATE_IOPS] = 100000;
+	dioloop_throttle_set_limits(&a.t, &l);
+	a.done_ops = 0;
+	sim_run(&g, nodes, 1, NS_PER_SEC / 10);
+	ck_assert_msg(a.done_ops >= 9500,
+		      "raised to 100000 IOPS: expected >= 9500 in the first "
+		      "100 ms, got %llu", (unsigned long long)a.done_ops);
+	sim_finish(&g, nodes, 1);
+}
+END_TEST
+
+/* One case of the coarse simulation. */
+struct coarse_case {
+	const char *what;
+	int key;			/* the one limit set */
+	uint64_t rate;
+	uint32_t burst_ms;		/* 0: the default */
+	int dir;
+	uint64_t bytes;
+	unsigned int qd;
+	uint64_t lat_us, tick_us, period_us;
+	uint64_t secs;			/* measured, after 1 s of warm-up */
+};
+
+static const struct coarse_case coarse_cases[] = {
+	/* The timer wakes every 4 ms (a coarse tick), the burst is 1 ms:
+	 * the requests that keep arriving must pace the queue. */
+	{ "iops=100000 burst_ms=1, 4k reads QD32, timer every 4 ms",
+	  DIOLOOP_RATE_IOPS, 100000, 1, DIOLOOP_READ, 4096, 32, 100, 5, 4000,
+	  2 },
+	{ "write_iops=50000 burst_ms=1, 4k writes QD32, timer every 4 ms",
+	  DIOLOOP_RATE_WRITE_IOPS, 50000, 1, DIOLOOP_WRITE, 4096, 32, 200, 5,
+	  4000, 2 },
+	{ "bps=1G burst_ms=1, 64k reads QD32, timer every 4 ms",
+	  DIOLOOP_RATE_BPS, 1024ull * M, 1, DIOLOOP_READ, 64 * K, 32, 200, 5,
+	  4000, 2 },
+	/* The default burst, a timer that wakes 1 ms late. */
+	{ "iops=100000, 4k reads QD32, timer every 1 ms",
+	  DIOLOOP_RATE_IOPS, 100000, 0, DIOLOOP_READ, 4096, 32, 100, 5, 1000,
+	  2 },
+	{ "iops=1000, 4k reads QD1, timer every 1 ms",
+	  DIOLOOP_RATE_IOPS, 1000, 0, DIOLOOP_READ, 4096, 1, 100, 10, 1000,
+	  5 },
+	{ "iops=10, 4k writes QD1, timer every 1 ms",
+	  DIOLOOP_RATE_IOPS, 10, 0, DIOLOOP_WRITE, 4096, 1, 100, 100, 1000,
+	  30 },
+	{ "bps=64K, 4k reads QD32, timer every 1 ms",
+	  DIOLOOP_RATE_BPS, 64 * K, 0, DIOLOOP_READ, 4096, 32, 100, 100, 1000,
+	  10 },
+	{ "bps=200M, 1M writes QD8, timer every 1 ms",
+	  DIOLOOP_RATE_BPS, 200ull * M, 0, DIOLOOP_WRITE, 1 * M, 8, 2000, 10,
+	  1000, 5 },
+};
+
+/* The delivered rate is within 2% of the limit, however coarse the
+ * timer, at low and high rates, QD1 and QD32, reads and writes. */
+START_TEST(test_throttle_holds_with_a_coarse_timer)
+{
+	const struct coarse_case *c = &coarse_cases[_i];
+	struct dioloop_throttle_group g;
+	struct dioloop_limits l;
+	struct sim_node a, *nodes[] = { &a };
+	bool bytes = c->key >= DIOLOOP_RATE_BPS;
+	double got, want = (double)c->rate * (double)c->secs;
+
+	group_init(&g);
+	lat_ns = c->lat_us * 1000;
+	dioloop_limits_init(&l);
+	l.rate[c->key] = c->rate;
+	l.burst_ms = c->burst_ms;
+	sim_node_init(&a, &g, &l, c->dir, c->bytes, c->qd);
+	sim_run_coarse(&g, nodes, 1, NS_PER_SEC, c->tick_us * 1000,
+		       c->period_us * 1000);
+	a.done_ops = a.done_bytes = 0;
+	sim_run_coarse(&g, nodes, 1, c->secs * NS_PER_SEC, c->tick_us * 1000,
+		       c->period_us * 1000);
+	got = bytes ? (double)a.done_bytes : (double)a.done_ops;
+	ck_assert_msg(within(got, want, 2),
+		      "%s: expected %.0f %s in %llu s +- 2%%, got %.0f (%.1f%%)",
+		      c->what, want, bytes ? "bytes" : "requests",
+		      (unsigned long long)c->secs, got, 100.0 * got / want);
+	sim_finish(&g, nodes, 1);
+}
+END_TEST
+
+/* Submit on a node without limits while another thread holds the group
+ * lock: it must not wait for the lock. */
+struct nolock_arg {
+	struct dioloop_throttle *t;
+	struct dioloop_throttle_req req;
+	atomic_int state;		/* 0 running, 1 admitted, 2 queued */
+};
+
+static gpointer nolock_submit(gpointer data)
+{
+	struct nolock_arg *a = data;
+
+	atomic_store(&a->state, dioloop_throttle_submit(a->t, &a->req) ?
+		     1 : 2);
+	return NULL;
+}
+
+START_TEST(test_throttle_unlimited_takes_no_lock)
+{
+	struct dioloop_throttle_group g;
+	struct dioloop_limits l;
+	struct dioloop_throttle t;
+	struct nolock_arg arg = { .t = &t };
+	GThread *th;
+	int i, state = 0;
+
+	group_init(&g);
+	dioloop_limits_init(&l);
+	dioloop_throttle_init(&t, &g, &l);
+	arg.req = (struct dioloop_throttle_req){ .dir = DIOLOOP_WRITE,
+		.bytes = 4096, .dispatch = sim_dispatch };
+	atomic_init(&arg.state, 0);
+	g_mutex_lock(&g.lock);
+	th = g_thread_new("submit", nolock_submit, &arg);
+	for (i = 0; i < 2000 && !(state = atomic_load(&arg.state)); i++)
+		g_usleep(1000);
+	g_mutex_unlock(&g.lock);
+	g_thread_join(th);
+	ck_assert_msg(state == 1, "a request to a node without limits waited "
+		      "for the throttle's lock held elsewhere (state %d after "
+		      "2 s): the unlimited path must take no lock", state);
+	dioloop_throttle_group_stop(&g);
+	dioloop_throttle_destroy(&t);
+	dioloop_throttle_group_destroy(&g);
+}
+END_TEST
+
 static Suite *throttle_suite(void)
 {
 	Suite *s = suite_create("throttle");
@@ -615,6 +901,15 @@ static Suite *throttle_suite(void)
 	tcase_add_test(tc, test_throttle_stats_count_waits);
 	tcase_add_test(tc, test_throttle_timer_thread_paces_queued_requests);
 	tcase_add_test(tc, test_throttle_lifting_limit_frees_waiters);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("high_rates");
+	tcase_add_test(tc, test_throttle_high_rates_hold);
+	tcase_add_test(tc, test_throttle_burst_at_high_rate);
+	tcase_add_test(tc, test_throttle_limit_change_at_high_rates);
+	tcase_add_loop_test(tc, test_throttle_holds_with_a_coarse_timer, 0,
+			    G_N_ELEMENTS(coarse_cases));
+	tcase_add_test(tc, test_throttle_unlimited_takes_no_lock);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -5,8 +5,9 @@
 # writes, punch hole, zero range, fsync, copy_file_range within a node and
 # between two, and SEEK_DATA/SEEK_HOLE, each checked against an in-memory
 # model.  A fixed seed, a random one (printed), one run with O_DIRECT, one
-# on a growable mount; the checker's self-test (a flipped model byte must
-# fail it).  After the runs each node is byte-identical to its image file,
+# with mapped reads and writes (MAP_SHARED + msync, mixed with O_DIRECT and
+# buffered I/O: shared mmap works on direct-I/O nodes), one on a growable
+# mount; the checker's self-test (a flipped model byte must fail it).  After the runs each node is byte-identical to its image file,
 # and stays so across the unmount.
 #
 # Environment: DIOLOOP_BIN (lib.sh), DIOLOOP_FSX (default: the dioloop-fsx
@@ -70,6 +71,11 @@ it_log "random seed: $SEED (repeat: dioloop-fsx -S $SEED -N 5000 -o 2M -B A B)"
 run_fsx "random seed $SEED, ops up to 2 MiB" -q -S "$SEED" -N 5000 -o 2M -B \
 	"$A" "$B"
 run_fsx "O_DIRECT" -q -S 2 -N 10000 -a -B "$A" "$B"
+# 4: mapped reads and writes (-m) among the rest: what a store into a
+# MAP_SHARED mapping and msync put in a node, pread, O_DIRECT and a new
+# mapping read back, and a direct write is seen through a new mapping.
+run_fsx "mapped reads and writes (MAP_SHARED, msync), seed $SEED" -q \
+	-S "$SEED" -N 10000 -m -a -B "$A" "$B"
 
 # The checker can fail: a model byte flipped after op 200 is caught by the
 # read of op 201, with the report.
@@ -95,7 +101,7 @@ for img in a b; do
 		"${NODE_SHA[$img]}" "$(sha "$SRC/$img.img")"
 done
 
-# 4: a growable mount: writes and copies past the end grow the node (to a
+# 5: a growable mount: writes and copies past the end grow the node (to a
 # sector multiple), truncate resizes it.
 SRC2=$IT_TMP/src-growable
 MNT2=$IT_TMP/mnt-growable

@@ -8,6 +8,11 @@
 #    +- 15%;
 #  - a limit changed at run time (dioloop limit) takes effect within a
 #    second, up and down, while fio keeps running without an error;
+#  - high limits hold: an IOPS limit (20,000, or half of what the node
+#    does unthrottled if that is less) on 4k randread QD32 and on 4k
+#    randread QD1, and a bandwidth limit (200 MiB/s, or half) on 128k
+#    randwrite QD8, each delivered at 80%..110% of the limit over 4 s
+#    after a second of ramp (the burst is not counted);
 #  - buffered writes through the page cache (-o cache) are throttled too.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -17,7 +22,7 @@ M=$((1 << 20))
 SRC=$IT_TMP/src
 MNT=$IT_TMP/mnt
 mkdir -p "$SRC" "$MNT"
-for img in r a b w; do
+for img in r a b w h; do
 	must "dioloop create --size 64M $img.img" "$DIOLOOP_BIN" create --size 64M "$SRC/$img.img"
 done
 start_daemon "$SRC" "$MNT" -o iops=500
@@ -131,6 +136,49 @@ else
 fi
 forget_pid "$FIO_PID"
 expect_eq "errors on w.img" 0 "$(stat_of w.img .errors_total)"
+
+it_log "---- high limits: the rate holds far above 1,000 requests a second"
+H=$MNT/h.img
+expect_eq "h.img has no limit (mount default lifted)" 0 "$(stat_of h.img .throttle.limits.iops)"
+
+# rate_of WHAT KEY FIO-ARGS...: fio on h.img for 4 s after 1 s of ramp;
+# prints the job's KEY (iops or bw_bytes) of its direction, or nothing.
+rate_of() {
+	local what=$1 key=$2 out=$IT_TMP/high.json
+	shift 2
+	fio_json "$what" "$out" --name=high --filename="$H" --ramp_time=1 \
+		--runtime=4 --time_based "$@" >/dev/null || return 0
+	jq -r "[.jobs[0].read.$key, .jobs[0].write.$key] | max | floor" "$out"
+}
+
+# high_limit WHAT KEY LIMIT-KEY WANT FIO-ARGS...: measure h.img without a
+# limit, set LIMIT-KEY to WANT or half the unthrottled rate if that is
+# less (a slow host cannot deliver more than it does), and check fio gets
+# 80%..110% of it.
+high_limit() {
+	local what=$1 key=$2 lkey=$3 want=$4 free lim got
+	shift 4
+	must "dioloop limit MNT/h.img $lkey=0" "$DIOLOOP_BIN" limit "$H" "$lkey=0"
+	free=$(rate_of "$what, unthrottled" "$key" "$@")
+	[[ -n $free ]] || return 0
+	lim=$(( free / 2 < want ? free / 2 : want ))
+	it_log "$what: $free unthrottled, limit $lkey=$lim"
+	must "dioloop limit MNT/h.img $lkey=$lim" "$DIOLOOP_BIN" limit "$H" "$lkey=$lim"
+	got=$(rate_of "$what under $lkey=$lim" "$key" "$@")
+	[[ -n $got ]] || return 0
+	if awk -v g="$got" -v l="$lim" 'BEGIN { exit !(g >= 0.8 * l && g <= 1.1 * l) }'; then
+		it_ok "$what under $lkey=$lim: $got (80%..110% of the limit)"
+	else
+		it_fail "$what under $lkey=$lim: expected 80%..110% of the limit, got $got"
+	fi
+	must "dioloop limit MNT/h.img $lkey=0" "$DIOLOOP_BIN" limit "$H" "$lkey=0"
+}
+
+high_limit "4k randread QD32" iops iops 20000 --rw=randread --bs=4k --iodepth=32
+high_limit "4k randread QD1" iops read_iops 20000 --rw=randread --bs=4k --iodepth=1
+high_limit "128k randwrite QD8" bw_bytes write_bps $((200 * M)) \
+	--rw=randwrite --bs=128k --iodepth=8
+expect_eq "errors on h.img" 0 "$(stat_of h.img .errors_total)"
 
 daemon=$DAEMON_PID
 dioloop_umount "$MNT"

@@ -29,6 +29,7 @@ static const unsigned int op_weights[NR_OPS] = {
 	[OP_COPY] = 8,		[OP_SEEK] = 8,
 	[OP_DIO_READ] = 5,	[OP_DIO_WRITE] = 5,
 	[OP_TRUNCATE] = 2,
+	[OP_MAP_READ] = 8,	[OP_MAP_WRITE] = 8,
 };
 
 /* Open path and load the model from it: 0 or -errno (message printed). */
@@ -122,6 +123,8 @@ static void usage(FILE *out)
 "  -o maxop   longest read, write or copy (default 256K)\n"
 "  -a         also O_DIRECT reads and writes, 4096-aligned\n"
 "  -g         growable: writes may extend the file, truncate is used\n"
+"  -m         also mapped reads and writes (MAP_SHARED, msync MS_SYNC)\n"
+"  -R / -W    with -m: no mapped reads / no mapped writes\n"
 "  -B         block semantics: writes and copies past EOF must fail with\n"
 "             ENOSPC (or stop short of EOF)\n"
 "  -H / -Z / -C / -D   no punch hole / zero range / copy_file_range /\n"
@@ -157,6 +160,10 @@ static void set_weights(struct fsx *x)
 		x->weights[OP_DIO_READ] = x->weights[OP_DIO_WRITE] = 0;
 	if (!x->o.growable)
 		x->weights[OP_TRUNCATE] = 0;
+	if (!x->o.mmap || x->o.no_map_read)
+		x->weights[OP_MAP_READ] = 0;
+	if (!x->o.mmap || x->o.no_map_write)
+		x->weights[OP_MAP_WRITE] = 0;
 	if (x->o.no_punch)
 		x->weights[OP_PUNCH] = 0;
 	if (x->o.no_zero)
@@ -177,7 +184,7 @@ static void parse_args(struct fsx *x, int argc, char **argv)
 
 	o->nr_ops = 10000;
 	o->maxop = 256 << 10;
-	while ((c = getopt(argc, argv, ":N:S:l:o:X:agBHZCDpqh")) != -1) {
+	while ((c = getopt(argc, argv, ":N:S:l:o:X:agmBHZCDRWpqh")) != -1) {
 		bool *flag = NULL;
 
 		val = NULL;
@@ -203,6 +210,15 @@ static void parse_args(struct fsx *x, int argc, char **argv)
 			break;
 		case 'g':
 			flag = &o->growable;
+			break;
+		case 'm':
+			flag = &o->mmap;
+			break;
+		case 'R':
+			flag = &o->no_map_read;
+			break;
+		case 'W':
+			flag = &o->no_map_write;
 			break;
 		case 'B':
 			flag = &o->block_eof;

@@ -40,6 +40,8 @@ enum fsx_op {
 	OP_DIO_READ,	/* -a: aligned pread through the O_DIRECT fd */
 	OP_DIO_WRITE,	/* -a: aligned pwrite through the O_DIRECT fd */
 	OP_TRUNCATE,	/* -g: ftruncate to a block multiple */
+	OP_MAP_READ,	/* -m: read through a MAP_SHARED mapping */
+	OP_MAP_WRITE,	/* -m: store into a MAP_SHARED mapping, msync */
 	OP_INJECT,	/* -X: a model byte flipped on purpose */
 	OP_VERIFY,	/* the whole-file check at the end */
 	NR_OPS
@@ -78,6 +80,8 @@ struct fsx_opts {
 	bool growable;		/* -g */
 	bool block_eof;		/* -B */
 	bool no_punch, no_zero, no_copy, no_seek;	/* -H -Z -C -D */
+	bool mmap;		/* -m: mapped reads and writes */
+	bool no_map_read, no_map_write;			/* -R -W */
 };
 
 struct fsx {

@@ -11,6 +11,7 @@
 #include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -639,6 +640,90 @@ static void op_truncate(struct fsx *x, struct fsx_file *f)
 	check_size(x, f, "truncate");
 }
 
+/* ---- mapped reads and writes (-m) ---- */
+
+/* A MAP_SHARED mapping of [off, off + len) of f: the page-aligned start
+ * goes to *base and *map_len; the caller's bytes are at the returned
+ * pointer.  Fails the run when mmap does. */
+static uint8_t *map_range(struct fsx *x, struct fsx_file *f, enum fsx_op op,
+			  uint64_t off, uint64_t len, void **base,
+			  size_t *map_len, struct fsx_log *l)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t start = off & ~(page - 1);
+	int prot = PROT_READ | (op == OP_MAP_WRITE ? PROT_WRITE : 0);
+	void *p;
+
+	*map_len = (size_t)(off + len - start);
+	p = mmap(NULL, *map_len, prot, MAP_SHARED, f->fd, (off_t)start);
+	if (p == MAP_FAILED) {
+		fsx_log_done(l, -errno);
+		fsx_fail(x, "%s %s 0x%" PRIx64 " len 0x%" PRIx64
+			 ": mmap MAP_SHARED: %s%s", fsx_op_names[op], f->name,
+			 off, len, strerror(errno),
+			 op == OP_MAP_READ ? " (-R skips map_read)" :
+			 " (-W skips map_write)");
+	}
+	*base = p;
+	return (uint8_t *)p + (off - start);
+}
+
+/* Read a range inside the size through a shared mapping and check it. */
+static void op_map_read(struct fsx *x, struct fsx_file *f)
+{
+	uint64_t off, len;
+	struct fsx_log *l;
+	size_t map_len;
+	uint8_t *p;
+	void *base;
+
+	if (!f->size)
+		return;
+	pick_range(x, MIN(fsx_region(x, f), f->size), &off, &len);
+	l = fsx_log_op(x, OP_MAP_READ, f, off, len);
+	p = map_range(x, f, OP_MAP_READ, off, len, &base, &map_len, l);
+	memcpy(x->buf, p, len);
+	if (munmap(base, map_len) < 0)
+		fsx_fail(x, "munmap: %s", strerror(errno));
+	fsx_log_done(l, (int64_t)len);
+	fsx_check_data(x, f, off, x->buf, (size_t)len, "map_read");
+}
+
+/*
+ * Store random (1 in 16: zero) bytes into a range inside the size through
+ * a shared mapping, then msync(MS_SYNC) it: the bytes are the file's from
+ * then on, for every way of reading it (pread, O_DIRECT, a new mapping).
+ */
+static void op_map_write(struct fsx *x, struct fsx_file *f)
+{
+	uint64_t off, len;
+	struct fsx_log *l;
+	size_t map_len;
+	uint8_t *p;
+	void *base;
+
+	if (!f->size)
+		return;
+	pick_range(x, MIN(fsx_region(x, f), f->size), &off, &len);
+	if (rnd_below(x, 16) == 0)
+		memset(x->buf, 0, len);
+	else
+		fill_random(x, x->buf, len);
+	l = fsx_log_op(x, OP_MAP_WRITE, f, off, len);
+	l->zeros = !x->buf[0] && !memcmp(x->buf, x->buf + 1, len - 1);
+	p = map_range(x, f, OP_MAP_WRITE, off, len, &base, &map_len, l);
+	memcpy(p, x->buf, len);
+	if (msync(base, map_len, MS_SYNC) < 0) {
+		fsx_log_done(l, -errno);
+		fsx_fail(x, "map_write %s 0x%" PRIx64 " len 0x%" PRIx64
+			 ": msync: %s", f->name, off, len, strerror(errno));
+	}
+	if (munmap(base, map_len) < 0)
+		fsx_fail(x, "munmap: %s", strerror(errno));
+	fsx_log_done(l, (int64_t)len);
+	memcpy(f->model + off, x->buf, len);
+}
+
 /* -X: flip one model byte of FILE; the next op reads it back. */
 void fsx_inject(struct fsx *x)
 {
@@ -731,6 +816,12 @@ void fsx_run_op(struct fsx *x)
 		break;
 	case OP_TRUNCATE:
 		op_truncate(x, f);
+		break;
+	case OP_MAP_READ:
+		op_map_read(x, f);
+		break;
+	case OP_MAP_WRITE:
+		op_map_write(x, f);
 		break;
 	default:
 		g_assert_not_reached();

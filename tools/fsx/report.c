@@ -21,6 +21,7 @@ const char *const fsx_op_names[NR_OPS] = {
 	[OP_COPY] = "copy_range",	[OP_SEEK] = "seek",
 	[OP_DIO_READ] = "dio_read",	[OP_DIO_WRITE] = "dio_write",
 	[OP_TRUNCATE] = "truncate",	[OP_INJECT] = "inject",
+	[OP_MAP_READ] = "map_read",	[OP_MAP_WRITE] = "map_write",
 	[OP_VERIFY] = "verify",
 };
 
@@ -189,6 +190,7 @@ static const struct fsx_log *last_writer(const struct fsx *x, unsigned int fi,
 		switch (l->op) {
 		case OP_WRITE: case OP_WRITE_EOF: case OP_PUNCH: case OP_ZERO:
 		case OP_COPY: case OP_COPY_EOF: case OP_DIO_WRITE:
+		case OP_MAP_WRITE:
 		case OP_INJECT:
 			if (f == fi && pos >= off && pos - off < len)
 				return l;
