@@ -219,7 +219,7 @@ int dioloop_cmd_convert(int argc, char **argv)
 	g_autofree char *format = NULL, *csum = NULL, *why = NULL;
 	g_autoptr(GError) error = NULL;
 	GOptionEntry entries[] = {
-		{ "format", 'f', 0, G_OPTION_ARG_STRING, &format,
+		{ "format", 0, 0, G_OPTION_ARG_STRING, &format,
 		  "format of DST: raw or cow (default: the format of SRC)",
 		  "FORMAT" },
 		{ "csum", 0, 0, G_OPTION_ARG_STRING, &csum,

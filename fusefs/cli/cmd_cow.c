@@ -112,7 +112,7 @@ static int online(const char *cmd, const struct dioloop_image_ref *ref,
 	if (ret < 0) {
 		g_strchomp(reply->str);
 		if (reply->str[0])
-			dioloop_err("%s", reply->str);
+			dioloop_err_reply(cmd, word, reply->str, ret);
 		else
 			dioloop_err("%s: %s (mounted at %s): %s", cmd, node,
 				    ref->mountpoint, g_strerror(-ret));
@@ -357,7 +357,8 @@ static int scrub_online(const char *arg, struct dioloop_image_ref *ref,
 	if (c.ret < 0) {
 		g_strchomp(c.reply->str);
 		if (c.reply->str[0])
-			dioloop_err("%s", c.reply->str);
+			dioloop_err_reply("scrub", "scrub", c.reply->str,
+					  c.ret);
 		else
 			dioloop_err("scrub: %s (mounted at %s): %s", ref->node,
 				    ref->mountpoint, g_strerror(-c.ret));
@@ -552,7 +553,7 @@ int dioloop_cmd_snapshot(int argc, char **argv)
 {
 	gboolean del = FALSE;
 	GOptionEntry entries[] = {
-		{ "delete", 'd', 0, G_OPTION_ARG_NONE, &del,
+		{ "delete", 0, 0, G_OPTION_ARG_NONE, &del,
 		  "delete the snapshot (or clone) NAME instead, freeing the "
 		  "blocks nothing else uses", NULL },
 		{ NULL },

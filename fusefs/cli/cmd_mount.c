@@ -267,14 +267,14 @@ int dioloop_cmd_mount(int argc, char **argv)
 			    access(argv[1], F_OK) < 0 ? g_strerror(errno) :
 			    "not a directory");
 		mount_state_free(ms);
-		return DIOLOOP_EXIT_FAIL;
+		return DIOLOOP_EXIT_USAGE;
 	}
 	if (stat(argv[2], &st) < 0 || !S_ISDIR(st.st_mode)) {
 		dioloop_err("mount: MOUNTPOINT %s: %s", argv[2],
 			    access(argv[2], F_OK) < 0 ? g_strerror(errno) :
 			    "not a directory");
 		mount_state_free(ms);
-		return DIOLOOP_EXIT_FAIL;
+		return DIOLOOP_EXIT_USAGE;
 	}
 	if (is_mount_point(argv[2])) {
 		dioloop_err("mount: MOUNTPOINT %s is already in use (a file "
