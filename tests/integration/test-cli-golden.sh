@@ -11,7 +11,9 @@
 #   - each error once, as one "dioloop: CMD: ..." line naming the command
 #     typed, never an internal name;
 #   - --output=json|human wherever --json is;
-#   - sizes with fractions (1.5G), and `limit ... off`.
+#   - sizes with fractions (1.5G), and `limit ... off`;
+#   - a volume that others were made from is not deleted (offline and
+#     through a mount), and says which volumes depend on it.
 # DIOLOOP_GOLDEN_UPDATE=1 rewrites the golden files from this run (then
 # review the diff).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -89,6 +91,7 @@ run snapshot -d src/c.img s1
 run snapshot src/c.img s1
 run snapshot --delete src/c.img nosuch
 run clone src/c.img@s1 k1
+run snapshot --delete src/c.img s1
 run convert src/missing.img src/out.img
 run convert src/r.img
 compare image
@@ -116,6 +119,7 @@ run stats --output=yaml mnt
 run migrate mnt/nope.img x.img
 run migrate -d mnt/r.img x.img
 run snapshot --delete mnt/c.img nosuch
+run snapshot --delete mnt/c.img s1
 compare mount
 dioloop_umount "$IT_TMP/mnt"
 
