@@ -2,6 +2,7 @@
 #include "backends/size.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <glib.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,20 +72,57 @@ int dioloop_parse_decimal(const char *s, double max, double *out,
 	return 0;
 }
 
+/*
+ * The fraction .DIGITS (frac over 10^n, frac < 10^n) times 2^shift,
+ * rounded to the nearest integer: a long division one bit at a time, so
+ * exact for any shift without a wider type.
+ */
+static uint64_t scale_fraction(uint64_t frac, uint64_t pow10, unsigned shift)
+{
+	uint64_t q = 0, r = frac;
+	unsigned i;
+
+	for (i = 0; i < shift; i++) {
+		r *= 2;
+		q = q * 2 + (r >= pow10);
+		if (r >= pow10)
+			r -= pow10;
+	}
+	return q + (r * 2 >= pow10);
+}
+
 int dioloop_parse_size(const char *s, uint64_t max, uint64_t *out)
 {
+	uint64_t v, frac = 0, pow10 = 1, whole;
 	unsigned int shift = 0;
 	const char *end;
-	uint64_t v;
-	int ret = parse_digits(s, &end, &v);
+	bool point = false;
+	int ret;
 
-	if (ret < 0)
-		return ret;
+	if (s && *s == '.' && g_ascii_isdigit(s[1])) {
+		v = 0;
+		end = s;
+	} else {
+		ret = parse_digits(s, &end, &v);
+		if (ret < 0)
+			return ret;
+	}
+	if (*end == '.' && g_ascii_isdigit(end[1])) {
+		point = true;
+		for (end++; g_ascii_isdigit(*end); end++) {
+			if (pow10 >= UINT64_C(100000000000000000))
+				continue;	/* digits past 1e-18 */
+			frac = frac * 10 + (uint64_t)(*end - '0');
+			pow10 *= 10;
+		}
+	}
 	switch (g_ascii_toupper(*end)) {
 	case 'K': shift = 10; break;
 	case 'M': shift = 20; break;
 	case 'G': shift = 30; break;
 	case 'T': shift = 40; break;
+	case 'P': shift = 50; break;
+	case 'E': shift = 60; break;
 	default: break;
 	}
 	if (shift) {
@@ -95,11 +133,16 @@ int dioloop_parse_size(const char *s, uint64_t max, uint64_t *out)
 	} else if (g_ascii_strcasecmp(end, "B") == 0) {
 		end++;
 	}
-	if (*end)
+	/* A fraction of a byte means nothing: "1.5" needs a unit. */
+	if (*end || (point && !shift))
 		return -EINVAL;
 	if (v > (max >> shift))
 		return -ERANGE;
-	*out = v << shift;
+	whole = v << shift;
+	frac = scale_fraction(frac, pow10, shift);
+	if (frac > max - whole)
+		return -ERANGE;
+	*out = whole + frac;
 	return 0;
 }
 

@@ -12,8 +12,10 @@
 #include <stdint.h>
 
 /*
- * Parse a size: decimal digits with an optional K, M, G or T suffix
- * (powers of 1024, either case, an optional trailing "iB" or "B").
+ * Parse a size: a decimal number with an optional K, M, G, T, P or E
+ * suffix (powers of 1024, either case, an optional trailing "iB" or "B":
+ * 1K = 1KB = 1KiB = 1024, as qemu-img reads them).  With a suffix the
+ * number may have a fraction ("1.5G"), rounded to the nearest byte.
  * 0, or -EINVAL for anything else and -ERANGE above max.
  */
 int dioloop_parse_size(const char *s, uint64_t max, uint64_t *out);

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Make the manual page dioloop.1 from README.md, so that the two never
-disagree: the command reference ("### Commands"), "### What a node is" and
-the "## Operations" section are converted from Markdown to man(7).
+"""Make the manual page dioloop.1 from README.md and docs/reference.md, so
+that they never disagree: the introduction and "## Security model" of the
+README, the command reference ("### Commands"), "### What a node is" and
+the "## Operations" section of the reference are converted from Markdown
+to man(7).
 
-Usage: readme2man.py README.md VERSION OUTPUT
+Usage: readme2man.py README.md VERSION OUTPUT [REFERENCE.md...]
+(the sections are looked up in all the files given, README first)
 
 Only the Markdown the README uses is understood: paragraphs, "-" lists
 (nested by two spaces), fenced code blocks, tables, ### and #### headings,
@@ -160,14 +163,19 @@ def convert(lines):
 
 
 def main(argv):
-    if len(argv) != 4:
-        sys.exit("usage: readme2man.py README.md VERSION OUTPUT")
+    if len(argv) < 4:
+        sys.exit("usage: readme2man.py README.md VERSION OUTPUT "
+                 "[REFERENCE.md...]")
     with open(argv[1], encoding="utf-8") as f:
         lines = f.readlines()
+    readme = list(lines)
+    for extra in argv[4:]:
+        with open(extra, encoding="utf-8") as f:
+            lines += ["\n"] + f.readlines()
     version = argv[2]
     # The introduction: the README's first paragraph.
     intro, started = [], False
-    for line in lines[1:]:
+    for line in readme[1:]:
         if line.strip():
             started = True
             intro.append(line)
@@ -183,7 +191,8 @@ def main(argv):
     date = datetime.datetime.fromtimestamp(
         when, datetime.timezone.utc).strftime("%Y-%m-%d")
     out = [
-        '.\\" Generated from README.md by docs/readme2man.py: edit the README.',
+        '.\\" Generated from README.md and docs/reference.md by '
+        'docs/readme2man.py: edit those.',
         '.TH DIOLOOP 1 "%s" "dioloop %s" "User Commands"' % (date, version),
         ".SH NAME",
         "dioloop \\- serve a directory of disk images as block nodes",
@@ -205,10 +214,13 @@ def main(argv):
     out += convert(section(lines, "### What a node is"))
     out.append(".SH OPERATIONS")
     out += convert(section(lines, "## Operations"))
+    out.append(".SH SECURITY")
+    out += convert(section(readme, "## Security model"))
     out += [
         ".SH EXIT STATUS",
-        "0 on success, 1 on failure, 2 for a bad argument (after a one-line "
-        "message naming it).",
+        "0 on success, 1 on failure, 2 for bad usage or a bad argument, a "
+        "path that does not exist included (after a one-line message "
+        "naming it).",
         ".SH FILES",
         ".TP",
         ".I MOUNTPOINT/.dioloop/stats.json",

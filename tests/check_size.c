@@ -69,6 +69,34 @@ START_TEST(test_size_suffixes_and_rejects)
 }
 END_TEST
 
+START_TEST(test_size_fractions)
+{
+	uint64_t v = 0;
+
+	ck_assert_int_eq(dioloop_parse_size("1.5G", UINT64_MAX, &v), 0);
+	ck_assert_uint_eq(v, UINT64_C(3) << 29);
+	ck_assert_int_eq(dioloop_parse_size("0.5KiB", UINT64_MAX, &v), 0);
+	ck_assert_uint_eq(v, 512);
+	ck_assert_int_eq(dioloop_parse_size(".25m", UINT64_MAX, &v), 0);
+	ck_assert_uint_eq(v, UINT64_C(1) << 18);
+	/* 0.1 KiB = 102.4 bytes: the nearest byte. */
+	ck_assert_int_eq(dioloop_parse_size("0.1K", UINT64_MAX, &v), 0);
+	ck_assert_uint_eq(v, 102);
+	ck_assert_int_eq(dioloop_parse_size("2P", UINT64_MAX, &v), 0);
+	ck_assert_uint_eq(v, UINT64_C(2) << 50);
+	ck_assert_int_eq(dioloop_parse_size("15.9999E", UINT64_MAX, &v), 0);
+	ck_assert_int_eq(dioloop_parse_size("16E", UINT64_MAX, &v), -ERANGE);
+	/* A fraction of a byte, or a point with nothing after it: no. */
+	ck_assert_int_eq(dioloop_parse_size("1.5", UINT64_MAX, &v), -EINVAL);
+	ck_assert_int_eq(dioloop_parse_size("1.5B", UINT64_MAX, &v), -EINVAL);
+	ck_assert_int_eq(dioloop_parse_size("1.G", UINT64_MAX, &v), -EINVAL);
+	ck_assert_int_eq(dioloop_parse_size("1.5.5G", UINT64_MAX, &v), -EINVAL);
+	ck_assert_int_eq(dioloop_parse_size(".G", UINT64_MAX, &v), -EINVAL);
+	ck_assert_int_eq(dioloop_parse_size("1.5G", UINT64_C(1) << 30, &v),
+			 -ERANGE);
+}
+END_TEST
+
 START_TEST(test_size_decimal_strict)
 {
 	const char *end = NULL;
@@ -106,6 +134,7 @@ static Suite *size_suite(void)
 	tcase_add_test(tc, test_size_u64_accepts_plain_digits);
 	tcase_add_test(tc, test_size_u64_rejects_sign_space_garbage_overflow);
 	tcase_add_test(tc, test_size_suffixes_and_rejects);
+	tcase_add_test(tc, test_size_fractions);
 	tcase_add_test(tc, test_size_decimal_strict);
 	suite_add_tcase(s, tc);
 	return s;

@@ -5,13 +5,17 @@
  * Sparse: holes of the source (backend_map) and all-zero blocks are not
  * written, so they stay holes in the new image (like qemu-img convert).
  * Data moves in large aligned chunks through backend_pread/pwrite; the
- * new image is flushed at the end and removed again on failure.  A
- * command-line process: one thread.
+ * new image is flushed at the end and removed again on failure or on
+ * SIGINT/SIGTERM/SIGHUP (--keep-partial keeps it, said incomplete).  DST
+ * is raw unless --format says otherwise or its name ends in ".cow"
+ * (qemu-img's default).  A command-line process: one thread (and the
+ * signal handler, which only sets a flag).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +23,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/size.h"
 #include "backends/sparse_copy.h"
 #include "backends/volume.h"
 #include "fusefs/cli/commands.h"
@@ -28,12 +33,33 @@
 #define CONVERT_CHUNK ((size_t)4 << 20)
 #define CONVERT_ALIGN ((size_t)4096)
 
+/* Set by the handler of SIGINT, SIGTERM and SIGHUP: stop copying. */
+static volatile sig_atomic_t convert_interrupted;
+
+static void on_interrupt(int sig)
+{
+	convert_interrupted = sig;
+}
+
+/* Catch the signals that would end the copy midway, so that the partial
+ * DST is removed (or kept and said incomplete) on the way out. */
+static void catch_interrupts(void)
+{
+	struct sigaction sa = { .sa_handler = on_interrupt };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
 struct convert {
 	struct backend *src, *dst;
 	uint64_t size;			/* bytes to copy */
 	uint8_t *buf;			/* CONVERT_CHUNK, aligned */
 	struct dioloop_progress bar;
 	uint64_t written;		/* bytes written to dst */
+	uint64_t copied;		/* bytes of src copied (or holes) */
 };
 
 /* Copy every data extent of src into dst: 0 or -errno, *what saying
@@ -48,6 +74,9 @@ static int copy_data(struct convert *c, const char **what)
 	while (pos < c->size) {
 		size_t len = (size_t)MIN((uint64_t)CONVERT_CHUNK, c->size - pos);
 
+		*what = "interrupted";
+		if (convert_interrupted)
+			return -EINTR;
 		*what = "reading";
 		ret = backend_map(c->src, pos, len, &ext);
 		if (ret < 0)
@@ -67,6 +96,7 @@ static int copy_data(struct convert *c, const char **what)
 				return ret;
 		}
 		pos += len;
+		c->copied = pos;
 		dioloop_progress_update(&c->bar, pos);
 	}
 	*what = "flushing";
@@ -106,9 +136,17 @@ static int open_source(struct dioloop_image_ref *ref, struct backend **b,
 		return DIOLOOP_EXIT_FAIL;
 	}
 	if (busy && !is_snapshot(*b, ref->volume)) {
-		dioloop_err("convert: %s is in use by %s: unmount it, or take a "
-			    "snapshot and convert IMAGE@SNAPSHOT", ref->image,
-			    holder);
+		const struct backend_ops *ops = backend_lookup(*type);
+
+		/* Only a format with snapshots can offer one. */
+		if (ops && ops->volumes)
+			dioloop_err("convert: %s is in use by %s: unmount it, or "
+				    "take a snapshot and convert "
+				    "IMAGE@SNAPSHOT", ref->image, holder);
+		else
+			dioloop_err("convert: %s is in use by %s: unmount it "
+				    "first (a %s image has no snapshots to "
+				    "copy from)", ref->image, holder, *type);
 		backend_close(*b);
 		*b = NULL;
 		return DIOLOOP_EXIT_FAIL;
@@ -215,13 +253,13 @@ static bool prepare_dst(const char *dst, const struct dioloop_image_ref *src,
 
 int dioloop_cmd_convert(int argc, char **argv)
 {
-	gboolean progress = FALSE, force = FALSE;
+	gboolean progress = FALSE, force = FALSE, keep_partial = FALSE;
 	g_autofree char *format = NULL, *csum = NULL;
 	g_autoptr(GError) error = NULL;
 	GOptionEntry entries[] = {
-		{ "format", 'f', 0, G_OPTION_ARG_STRING, &format,
-		  "format of DST: raw or cow (default: the format of SRC)",
-		  "FORMAT" },
+		{ "format", 0, 0, G_OPTION_ARG_STRING, &format,
+		  "format of DST: raw or cow (default: raw, or cow when DST "
+		  "ends in .cow)", "FORMAT" },
 		{ "csum", 0, 0, G_OPTION_ARG_STRING, &csum,
 		  "data checksum of a cow DST: crc32c (default) or xxhash64",
 		  "TYPE" },
@@ -230,6 +268,9 @@ int dioloop_cmd_convert(int argc, char **argv)
 		  NULL },
 		{ "force", 0, 0, G_OPTION_ARG_NONE, &force,
 		  "replace DST if it exists", NULL },
+		{ "keep-partial", 0, 0, G_OPTION_ARG_NONE, &keep_partial,
+		  "keep an incomplete DST after an error or an interrupt "
+		  "(it is removed otherwise)", NULL },
 		{ NULL },
 	};
 	struct convert c = { 0 };
@@ -262,12 +303,15 @@ int dioloop_cmd_convert(int argc, char **argv)
 		dioloop_err("convert: %s", error->message);
 		return DIOLOOP_EXIT_USAGE;
 	}
+	catch_interrupts();
 	ret = open_source(&ref, &c.src, &src_type, &src_lock);
 	if (ret) {
 		status = ret;
 		goto out;
 	}
-	dst_type = format ? format : !strcmp(src_type, "cow") ? "cow" : "raw";
+	/* qemu-img's default (raw), unless the name says cow. */
+	dst_type = format ? format : g_str_has_suffix(argv[2], ".cow") ? "cow" :
+				     "raw";
 	if (backend_is_url(argv[2])) {
 		/* Images on a protocol are raw, served by its backend. */
 		if (backend_check_create(format, argv[2], &error) < 0) {
@@ -330,6 +374,12 @@ int dioloop_cmd_convert(int argc, char **argv)
 			       c.size, progress);
 	ret = copy_data(&c, &what);
 	dioloop_progress_end(&c.bar, ret == 0);
+	if (ret == -EINTR && convert_interrupted) {
+		dioloop_err("convert: interrupted (%s)",
+			    g_strsignal(convert_interrupted));
+		status = 128 + convert_interrupted;
+		goto out;
+	}
 	if (ret < 0) {
 		dioloop_err("convert: %s %s: %s", what,
 			    !strcmp(what, "reading") ? argv[1] : argv[2],
@@ -342,7 +392,14 @@ out:
 		backend_close(c.dst);
 	if (c.src)
 		backend_close(c.src);
-	if (created && status != DIOLOOP_EXIT_OK) {
+	if (created && status != DIOLOOP_EXIT_OK && keep_partial) {
+		char a[32], b[32];
+
+		dioloop_err("convert: %s is incomplete: %s of %s copied "
+			    "(--keep-partial kept it)", argv[2],
+			    dioloop_format_size(c.copied, a, sizeof(a)),
+			    dioloop_format_size(c.size, b, sizeof(b)));
+	} else if (created && status != DIOLOOP_EXIT_OK) {
 		if (backend_is_url(argv[2]))
 			remove_url_dst(argv[2]);
 		else

@@ -112,7 +112,7 @@ static int online(const char *cmd, const struct dioloop_image_ref *ref,
 	if (ret < 0) {
 		g_strchomp(reply->str);
 		if (reply->str[0])
-			dioloop_err("%s", reply->str);
+			dioloop_err_reply(cmd, word, reply->str, ret);
 		else
 			dioloop_err("%s: %s (mounted at %s): %s", cmd, node,
 				    ref->mountpoint, g_strerror(-ret));
@@ -357,7 +357,8 @@ static int scrub_online(const char *arg, struct dioloop_image_ref *ref,
 	if (c.ret < 0) {
 		g_strchomp(c.reply->str);
 		if (c.reply->str[0])
-			dioloop_err("%s", c.reply->str);
+			dioloop_err_reply("scrub", "scrub", c.reply->str,
+					  c.ret);
 		else
 			dioloop_err("scrub: %s (mounted at %s): %s", ref->node,
 				    ref->mountpoint, g_strerror(-c.ret));
@@ -514,6 +515,65 @@ out:
 	return status;
 }
 
+/*
+ * Refuse to delete volume name of ref's image while other volumes were
+ * made from it (their lineage would name a volume that is gone): true
+ * when the delete may go on, false after a message saying which volumes
+ * depend on it.  Reads the volume list read-only (as info does, also
+ * while a mount serves the image); an image that cannot be read is left
+ * to the delete to report.
+ */
+static bool may_delete_volume(const char *cmd,
+			      const struct dioloop_image_ref *ref,
+			      const char *name)
+{
+	struct dioloop_image_ref whole = { .image = ref->image,
+					   .node = ref->node };
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GString) users = g_string_new(NULL);
+	g_autofree char *base = NULL;
+	GArray *vols;
+	const char *type;
+	struct backend *b;
+	uint64_t id = 0;
+	guint i, n = 0;
+
+	if (!ref->image ||
+	    dioloop_image_ref_open(&whole, BACKEND_OPEN_RDONLY, &b, &type,
+				   &error) < 0)
+		return true;
+	vols = g_array_new(FALSE, TRUE, sizeof(struct backend_volume_info));
+	if (backend_volume_list(b, vols, NULL) == 0) {
+		for (i = 0; i < vols->len; i++) {
+			const struct backend_volume_info *v = &g_array_index(
+				vols, struct backend_volume_info, i);
+
+			if (!strcmp(v->name, name))
+				id = v->id;
+		}
+		base = g_path_get_basename(ref->image);
+		for (i = 0; id && i < vols->len; i++) {
+			const struct backend_volume_info *v = &g_array_index(
+				vols, struct backend_volume_info, i);
+
+			if (v->parent != id)
+				continue;
+			g_string_append_printf(users, "%s%s%s%s",
+					       n++ ? ", " : "", base,
+					       v->name[0] ? "@" : "", v->name);
+		}
+	}
+	g_array_free(vols, TRUE);
+	backend_close(b);
+	if (!n)
+		return true;
+	dioloop_err("%s: cannot delete %s@%s: %s made from it (%s); delete "
+		    "%s first, or convert it to an image of its own", cmd,
+		    base, name, n == 1 ? "another volume was" :
+		    "other volumes were", users->str, n == 1 ? "it" : "them");
+	return false;
+}
+
 /* snapshot and clone: resolve, then online or offline.  The exit status. */
 static int volume_cmd(const char *cmd, const char *image_arg,
 		      const char *name, bool del, bool writable)
@@ -531,6 +591,8 @@ static int volume_cmd(const char *cmd, const char *image_arg,
 		dioloop_err("snapshot: --delete takes the IMAGE and the NAME of "
 			    "its volume, not '%s'", image_arg);
 		status = DIOLOOP_EXIT_USAGE;
+	} else if (del && !may_delete_volume(cmd, &ref, name)) {
+		status = DIOLOOP_EXIT_FAIL;
 	} else if (!ref.ctl) {
 		status = volume_offline(cmd, &ref, name, del, writable);
 	} else if (del) {
@@ -552,7 +614,7 @@ int dioloop_cmd_snapshot(int argc, char **argv)
 {
 	gboolean del = FALSE;
 	GOptionEntry entries[] = {
-		{ "delete", 'd', 0, G_OPTION_ARG_NONE, &del,
+		{ "delete", 0, 0, G_OPTION_ARG_NONE, &del,
 		  "delete the snapshot (or clone) NAME instead, freeing the "
 		  "blocks nothing else uses", NULL },
 		{ NULL },

@@ -99,9 +99,10 @@ int dioloop_cmd_create(int argc, char **argv)
 	g_autoptr(GError) error = NULL;
 	GOptionEntry entries[] = {
 		{ "size", 's', 0, G_OPTION_ARG_STRING, &size_arg,
-		  "logical size, with K/M/G/T suffixes (default 1G); a "
+		  "logical size, with K/M/G/T suffixes, fractions allowed "
+		  "(1.5G; default 1G); a "
 		  "multiple of 512 (raw) or 4096 (cow)", "SIZE" },
-		{ "format", 'f', 0, G_OPTION_ARG_STRING, &format,
+		{ "format", 0, 0, G_OPTION_ARG_STRING, &format,
 		  "image format: raw (default) or cow", "FORMAT" },
 		{ "csum", 0, 0, G_OPTION_ARG_STRING, &csum,
 		  "cow data checksum: crc32c (default) or xxhash64", "TYPE" },
@@ -156,16 +157,20 @@ int dioloop_cmd_create(int argc, char **argv)
 			dioloop_err("create: bad --size '%s': %s%s", size_arg,
 				    ret == -ERANGE ? "too large (at most 1 EiB)" :
 				    ret < 0 ? "expected a number with an "
-					      "optional K/M/G/T suffix" :
+					      "optional K/M/G/T/P/E suffix "
+					      "(1.5G)" :
 				    args.size == 0 ? "must not be 0" :
 						     not_multiple,
 				    ret == 0 && args.size && named ? which : "");
 			return DIOLOOP_EXIT_USAGE;
 		}
 	}
-	if (backend_create(type, &args, &error) < 0) {
+	ret = backend_create(type, &args, &error);
+	if (ret < 0) {
 		dioloop_err("create: %s", error->message);
-		return DIOLOOP_EXIT_FAIL;
+		/* PATH's folder does not exist: the argument is wrong. */
+		return ret == -ENOENT || ret == -ENOTDIR ? DIOLOOP_EXIT_USAGE :
+							   DIOLOOP_EXIT_FAIL;
 	}
 	return DIOLOOP_EXIT_OK;
 }
@@ -399,19 +404,25 @@ static void print_json(const char *path, const struct backend_info *info,
 	json_builder_end_object(jb);
 	root = json_builder_get_root(jb);
 	json_generator_set_root(gen, root);
-	json_generator_set_pretty(gen, d != NULL);
+	/* One style for every format: qemu-img's, pretty-printed. */
+	json_generator_set_pretty(gen, TRUE);
 	text = json_generator_to_data(gen, NULL);
 	printf("%s\n", text);
 }
 
 int dioloop_cmd_info(int argc, char **argv)
 {
-	gboolean json = FALSE;
+	gboolean json_flag = FALSE;
+	g_autofree char *output = NULL;
 	GOptionEntry entries[] = {
-		{ "json", 0, 0, G_OPTION_ARG_NONE, &json,
-		  "print one JSON object", NULL },
+		{ "output", 0, 0, G_OPTION_ARG_STRING, &output,
+		  "json (one JSON object, keys in docs/cli.md) or human "
+		  "(default)", "FORMAT" },
+		{ "json", 0, 0, G_OPTION_ARG_NONE, &json_flag,
+		  "the same as --output=json", NULL },
 		{ NULL },
 	};
+	bool json;
 	struct dioloop_image_ref ref;
 	struct image_details d = { 0 };
 	g_autoptr(GError) error = NULL;
@@ -436,11 +447,13 @@ int dioloop_cmd_info(int argc, char **argv)
 			    argc - 1);
 		return DIOLOOP_EXIT_USAGE;
 	}
+	if (!dioloop_parse_output("info", output, json_flag, &json))
+		return DIOLOOP_EXIT_USAGE;
 	dioloop_cli_logs("info");
 	ret = dioloop_image_ref_resolve(argv[1], &ref, &error);
 	if (ret < 0) {
 		dioloop_err("info: %s", error->message);
-		return DIOLOOP_EXIT_FAIL;
+		return DIOLOOP_EXIT_USAGE;
 	}
 	if (backend_is_url(argv[1]) &&
 	    backend_check_url(ref.image, true, &error) < 0) {

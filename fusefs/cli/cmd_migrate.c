@@ -86,8 +86,7 @@ static int send_line(const char *ctl, const char *fmt, ...)
 	va_end(ap);
 	ret = dioloop_ctl_send(ctl, line, reply);
 	if (ret < 0)
-		dioloop_err("migrate: %s", reply->len ? g_strchomp(reply->str) :
-						       g_strerror(-ret));
+		dioloop_err_reply("migrate", NULL, reply->str, ret);
 	return ret;
 }
 
@@ -99,8 +98,7 @@ static int get_status(const char *ctl, const char *qnode,
 	int ret = dioloop_ctl_send(ctl, line, reply);
 
 	if (ret < 0) {
-		dioloop_err("migrate: %s", reply->len ? g_strchomp(reply->str) :
-						       g_strerror(-ret));
+		dioloop_err_reply("migrate", "migrate-status", reply->str, ret);
 		return ret;
 	}
 	parse_status(reply->str, st);
@@ -144,6 +142,9 @@ static int follow(const char *ctl, const char *qnode, const char *node,
 			       node, (unsigned long long)st.bad);
 		return DIOLOOP_EXIT_OK;
 	}
+	/* "cancelled", not "cancelled: cancelled". */
+	if (!strcmp(st.message, st.state))
+		st.message[0] = '\0';
 	dioloop_err("migrate: %s: %s%s%s; the node stays on its source", node,
 		    st.state, st.message[0] ? ": " : "", st.message);
 	return DIOLOOP_EXIT_FAIL;
@@ -183,7 +184,7 @@ int dioloop_cmd_migrate(int argc, char **argv)
 		{ "progress", 'p', 0, G_OPTION_ARG_NONE, &progress,
 		  "draw the progress bar even when stderr is no terminal",
 		  NULL },
-		{ "detach", 'd', 0, G_OPTION_ARG_NONE, &detach,
+		{ "detach", 0, 0, G_OPTION_ARG_NONE, &detach,
 		  "start the migration and return at once", NULL },
 		{ NULL }
 	};

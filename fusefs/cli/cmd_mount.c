@@ -40,6 +40,32 @@ static void warn_unknown_fault_nodes(struct dioloop_fs *fs)
 	}
 }
 
+/*
+ * Open (and lock) every image of the source, as dioloop_fs_open_all does:
+ * false when SOURCE has images and not one of them can be served (each
+ * lookup logged why).  Control thread, before the session.
+ */
+static bool open_all_images(struct dioloop_fs *fs, guint *nr_images)
+{
+	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+	guint i, served = 0;
+
+	*nr_images = 0;
+	if (dioloop_fs_list_images(fs, names) < 0)
+		return true;
+	for (i = 0; i < names->len; i++) {
+		struct dioloop_node *node;
+
+		/* Errors are logged by the lookup, one line per image. */
+		if (dioloop_node_lookup(fs, names->pdata[i], &node) == 0) {
+			dioloop_node_forget(fs, node->ino, 1);
+			served++;
+		}
+	}
+	*nr_images = names->len;
+	return names->len == 0 || served > 0;
+}
+
 static int run_mount(struct mount_state *ms, const char *source,
 		     const char *mountpoint)
 {
@@ -54,6 +80,8 @@ static int run_mount(struct mount_state *ms, const char *source,
 	mount_block_signals(ms);
 	mount_log_start(ms);
 	mount_raise_nofile_limit();
+	guint nr_images;
+
 	ret = dioloop_fs_init(&ms->fs, source, mountpoint, &ms->fs.opts);
 	if (ret < 0) {
 		/* A remote source that failed here passed the check before
@@ -67,8 +95,15 @@ static int run_mount(struct mount_state *ms, const char *source,
 		return ret;
 	}
 	/* Open (and lock) every image now, so that an image served by
-	 * another daemon is reported while the terminal still listens. */
-	dioloop_fs_open_all(&ms->fs);
+	 * another daemon is reported while the terminal still listens; a
+	 * mount that would serve nothing at all is no mount. */
+	if (!open_all_images(&ms->fs, &nr_images)) {
+		dioloop_err("mount: %s: none of its %u images can be served "
+			    "(the lines above say why)", source, nr_images);
+		ret = DIOLOOP_EXIT_FAIL;
+		mount_report_status(ms, (unsigned char)ret);
+		goto out_fs;
+	}
 	warn_unknown_fault_nodes(&ms->fs);
 	/* I/O threads may be needed to clean the page cache; they need
 	 * CAP_SYS_RESOURCE, which containers often withhold. */
@@ -157,6 +192,36 @@ static void mount_state_free(struct mount_state *ms)
 	g_free(ms);
 }
 
+/* Take "nonempty" out of the -o list *list (mount's own, as in fuse 2
+ * and mount(8)): true when it was there. */
+static bool take_nonempty(char **list)
+{
+	g_auto(GStrv) items = g_strsplit(*list, ",", -1);
+	GString *rest = g_string_new(NULL);
+	bool found = false;
+	char **it;
+
+	for (it = items; *it; it++) {
+		if (!strcmp(*it, "nonempty")) {
+			found = true;
+			continue;
+		}
+		g_string_append_printf(rest, "%s%s", rest->len ? "," : "", *it);
+	}
+	g_free(*list);
+	*list = g_string_free(rest, FALSE);
+	return found;
+}
+
+/* Whether the directory path has an entry (a mount there would hide
+ * it); false when it cannot be read (the mount will say why). */
+static bool dir_has_entries(const char *path)
+{
+	g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+
+	return dir && g_dir_read_name(dir) != NULL;
+}
+
 /* True if /etc/fuse.conf lets users mount with allow_other. */
 static bool user_allow_other(void)
 {
@@ -189,11 +254,12 @@ int dioloop_cmd_mount(int argc, char **argv)
 {
 	g_auto(GStrv) opts = NULL;
 	gboolean foreground = FALSE, loop = FALSE, debug = FALSE;
+	bool nonempty = false;
 	GOptionEntry entries[] = {
 		{ "foreground", 'f', 0, G_OPTION_ARG_NONE, &foreground,
 		  "stay in the foreground", NULL },
 		{ "options", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &opts,
-		  "mount options: ro, allow_other, growable, cache, sync, "
+		  "mount options: ro, allow_other, nonempty, growable, cache, sync, "
 		  "commit=SECONDS, threads=N, queue_depth=N, max_write=BYTES, limits (iops=N, "
 		  "read_iops=N, write_iops=N, bps=N, read_bps=N, write_bps=N, "
 		  "burst_ms=N, total_bps=N), fault and fault=NODE:RULE", "OPTS" },
@@ -232,6 +298,8 @@ int dioloop_cmd_mount(int argc, char **argv)
 	};
 	dioloop_limits_init(&ms->fs.opts.limits);
 	for (o = opts; o && *o; o++)
+		nonempty |= take_nonempty(o);
+	for (o = opts; o && *o; o++)
 		if (!mount_parse_options(*o, &ms->fs.opts)) {
 			mount_state_free(ms);
 			return DIOLOOP_EXIT_USAGE;
@@ -267,18 +335,25 @@ int dioloop_cmd_mount(int argc, char **argv)
 			    access(argv[1], F_OK) < 0 ? g_strerror(errno) :
 			    "not a directory");
 		mount_state_free(ms);
-		return DIOLOOP_EXIT_FAIL;
+		return DIOLOOP_EXIT_USAGE;
 	}
 	if (stat(argv[2], &st) < 0 || !S_ISDIR(st.st_mode)) {
 		dioloop_err("mount: MOUNTPOINT %s: %s", argv[2],
 			    access(argv[2], F_OK) < 0 ? g_strerror(errno) :
 			    "not a directory");
 		mount_state_free(ms);
-		return DIOLOOP_EXIT_FAIL;
+		return DIOLOOP_EXIT_USAGE;
 	}
 	if (is_mount_point(argv[2])) {
 		dioloop_err("mount: MOUNTPOINT %s is already in use (a file "
 			    "system is mounted there)", argv[2]);
+		mount_state_free(ms);
+		return DIOLOOP_EXIT_FAIL;
+	}
+	if (!nonempty && dir_has_entries(argv[2])) {
+		dioloop_err("mount: MOUNTPOINT %s is not empty: the mount would "
+			    "hide its files (use an empty directory, or -o "
+			    "nonempty)", argv[2]);
 		mount_state_free(ms);
 		return DIOLOOP_EXIT_FAIL;
 	}

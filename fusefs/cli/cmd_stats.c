@@ -186,13 +186,17 @@ static void print_json_line(JsonParser *p)
 /* dioloop stats [--json] [--watch ...] MOUNTPOINT */
 int dioloop_cmd_stats(int argc, char **argv)
 {
-	gboolean json = FALSE, watch = FALSE;
+	gboolean json_flag = FALSE, watch = FALSE;
+	g_autofree char *output = NULL;
 	gdouble interval = 1.0;
 	gint count = 0;
+	bool json;
 	GOptionEntry entries[] = {
-		{ "json", 'j', 0, G_OPTION_ARG_NONE, &json,
-		  "print the JSON snapshot (with --watch: one line per "
-		  "interval)", NULL },
+		{ "output", 0, 0, G_OPTION_ARG_STRING, &output,
+		  "json (the JSON snapshot; with --watch one line per "
+		  "interval) or human (default)", "FORMAT" },
+		{ "json", 'j', 0, G_OPTION_ARG_NONE, &json_flag,
+		  "the same as --output=json", NULL },
 		{ "watch", 'w', 0, G_OPTION_ARG_NONE, &watch,
 		  "print per-second rates every interval until interrupted",
 		  NULL },
@@ -217,6 +221,12 @@ int dioloop_cmd_stats(int argc, char **argv)
 	if (argc != 2) {
 		dioloop_err("stats: expected one MOUNTPOINT, got %d arguments",
 			    argc - 1);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (!dioloop_parse_output("stats", output, json_flag, &json))
+		return DIOLOOP_EXIT_USAGE;
+	if (!watch && count) {
+		dioloop_err("stats: --count needs --watch");
 		return DIOLOOP_EXIT_USAGE;
 	}
 	if (!(interval >= 0.05 && interval <= 3600) || count < 0) {

@@ -1,8 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The dioloop subcommands.  Each takes the arguments after its name
- * (argv[0] is the command name) and returns the process exit status:
- * 0 success, 1 failure, 2 a bad argument (after a one-line message).
+ * (argv[0] is the command name) and returns the process exit status,
+ * the same rule for every command (docs/cli.md):
+ *   0  done;
+ *   1  understood but failed (I/O error, image in use, corrupt metadata,
+ *      the daemon refused);
+ *   2  the command line is wrong: an unknown option, a wrong number of
+ *      arguments, a value that does not parse, or a path argument that
+ *      does not exist (or is no mount point where one is needed).
+ * Every error is printed once, as one "dioloop: CMD: ..." line.
  */
 #ifndef DIOLOOP_COMMANDS_H
 #define DIOLOOP_COMMANDS_H
@@ -37,6 +44,18 @@ void dioloop_err(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 bool dioloop_parse_args(const char *cmd, const char *params,
 			const char *summary, GOptionEntry *entries,
 			int *argc, char ***argv);
+
+/* Print a daemon's error reply (or, when it is empty, strerror(-err))
+ * as one "dioloop: CMD: ..." line: a leading "WORD: " (the control word
+ * sent, e.g. "delete-volume") or "CMD: " is dropped, so the message
+ * names the command the user typed, once. */
+void dioloop_err_reply(const char *cmd, const char *word, const char *reply,
+		       int err);
+
+/* --output=FORMAT (json or human) and --json: true with *json set, or
+ * false after a message (a usage error). */
+bool dioloop_parse_output(const char *cmd, const char *output, bool json_flag,
+			  bool *json);
 
 /* Show the libraries' warnings as "dioloop: CMD: message" lines (info
  * and debug messages only with G_MESSAGES_DEBUG), for commands that open

@@ -62,6 +62,51 @@ void dioloop_err(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+/* s without a leading "prefix: ", or NULL. */
+static const char *skip_prefix(const char *s, const char *prefix)
+{
+	size_t n = prefix ? strlen(prefix) : 0;
+
+	if (!n || strncmp(s, prefix, n) || strncmp(s + n, ": ", 2))
+		return NULL;
+	return s + n + 2;
+}
+
+void dioloop_err_reply(const char *cmd, const char *word, const char *reply,
+		       int err)
+{
+	g_autofree char *msg = g_strstrip(g_strdup(reply ? reply : ""));
+	const char *m = msg, *next;
+
+	if (!msg[0]) {
+		dioloop_err("%s: %s", cmd, g_strerror(-err));
+		return;
+	}
+	while ((next = skip_prefix(m, word)) || (next = skip_prefix(m, cmd)))
+		m = next;
+	dioloop_err("%s: %s", cmd, m);
+}
+
+bool dioloop_parse_output(const char *cmd, const char *output, bool json_flag,
+			  bool *json)
+{
+	*json = json_flag;
+	if (!output)
+		return true;
+	if (!strcmp(output, "json") || !strcmp(output, "human")) {
+		if (json_flag && strcmp(output, "json")) {
+			dioloop_err("%s: --json and --output=%s disagree", cmd,
+				    output);
+			return false;
+		}
+		*json = !strcmp(output, "json");
+		return true;
+	}
+	dioloop_err("%s: bad --output '%s': expected json or human", cmd,
+		    output);
+	return false;
+}
+
 /* Log handler of dioloop_cli_logs: one "dioloop: CMD: message" line. */
 static void cli_log(const char *domain, GLogLevelFlags level,
 		    const char *msg, gpointer cmd)

@@ -139,7 +139,7 @@ void dioloop_progress_update(struct dioloop_progress *p, uint64_t done)
 void dioloop_progress_end(struct dioloop_progress *p, bool ok)
 {
 	int64_t now = g_get_monotonic_time();
-	char rate_s[48], amount[48], dur[32];
+	char rate_s[48], amount[48], dur[32], total[32];
 
 	if (p->draw) {
 		draw(p, now, ok);
@@ -156,9 +156,11 @@ void dioloop_progress_end(struct dioloop_progress *p, bool ok)
 		fprintf(stderr, "%s: %s in %s (%s)\n", p->label, amount, dur,
 			format_rate(p, progress_rate(p, now), rate_s,
 				    sizeof(rate_s)));
+	else if (p->unit == DIOLOOP_PROGRESS_BYTES)
+		fprintf(stderr, "%s: stopped after %s of %s, %s\n", p->label,
+			amount, dioloop_format_size(p->total, total,
+						    sizeof(total)), dur);
 	else
 		fprintf(stderr, "%s: stopped after %s of %" G_GUINT64_FORMAT
-			"%s, %s\n", p->label, amount, p->total,
-			p->unit == DIOLOOP_PROGRESS_BYTES ? " bytes" : " blocks",
-			dur);
+			" blocks, %s\n", p->label, amount, p->total, dur);
 }

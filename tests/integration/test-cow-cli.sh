@@ -148,8 +148,10 @@ expect_eq "c.img: 3 MiB + 4 KiB mapped (holes and zeros not stored)" $(((3 * M +
 # up to 8 MiB more than its data.)
 expect_eq "r2.img < 4.2 MiB and c.img < 12 MiB on the host (r.img: 19 MiB)" "yes yes" \
 	"$( (($(du -k r2.img | cut -f1) < 4300)) && echo yes || echo no) $( (($(du -k c.img | cut -f1) < 12288)) && echo yes || echo no)"
-must "convert c.img c2.img (the format of SRC)" dl convert c.img c2.img
-expect_eq "c2.img is cow" cow "$(dl info --json c2.img | json /dev/stdin 'd["format"]')"
+must "convert c.img c2.img (no --format: raw, qemu-img's default)" dl convert c.img c2.img
+expect_eq "c2.img is raw" raw "$(dl info --json c2.img | json /dev/stdin 'd["format"]')"
+must "convert c.img c2.cow (no --format, DST named .cow)" dl convert c.img c2.cow
+expect_eq "c2.cow is cow" cow "$(dl info --json c2.cow | json /dev/stdin 'd["format"]')"
 must "convert --csum xxhash64 r.img cx.img (cow, the format given by --csum's image)" \
 	dl convert --format cow --csum xxhash64 r.img cx.img
 expect_eq "cx.img: xxhash64" xxhash64 "$(dl info --json cx.img | json /dev/stdin 'd["checksum"]')"

@@ -3,7 +3,7 @@
 #
 # The manual page: cmake --install puts dioloop and dioloop.1 under the
 # prefix; the page renders without a warning from groff, documents every
-# command that `dioloop --help` lists, and carries the README's
+# command that `dioloop --help` lists, and carries the reference's
 # operations text (the same source: docs/readme2man.py).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

@@ -102,7 +102,7 @@ expect_status "dioloop limit on no dioloop mount" 2 "$DIOLOOP_BIN" limit "$IT_TM
 expect_status "dioloop limit on a node that does not exist" 2 "$DIOLOOP_BIN" limit "$MNT/nope.img" iops=5
 must "dioloop limit MNT/s.img (show)" "$DIOLOOP_BIN" limit "$MNT/s.img"
 expect_eq "dioloop limit without settings shows the limits" \
-	"iops=0 read_iops=0 write_iops=0 bps=0 read_bps=0 write_bps=0 burst_ms=100" "$(cat "$IT_TMP/last.out")"
+	"iops=off read_iops=off write_iops=off bps=off read_bps=off write_bps=off burst_ms=100" "$(cat "$IT_TMP/last.out")"
 must "echo 'limit s.img read_iops=77' > ctl (a shell redirection)" \
 	bash -c "echo 'limit s.img read_iops=77' > '$MNT/.dioloop/ctl'"
 expect_eq "read_iops of s.img after the ctl command" 77 "$(stat_of s.img .throttle.limits.read_iops)"

@@ -61,7 +61,8 @@ attach_loop "$IT_TMP/mnt/hidden.img"
 hidden_loop=$LOOP_DEV
 attach_loop "$IT_TMP/mnt-other/x.img"
 other_loop=$LOOP_DEV
-start_daemon src "$IT_TMP/mnt" --loop
+# (-o nonempty: mnt holds hidden.img on purpose.)
+start_daemon src "$IT_TMP/mnt" --loop -o nonempty
 pid=$DAEMON_PID
 mapfile -t node_loops < <(wait_loop_lines "$DAEMON_LOG" 2)
 expect_eq "dioloop mount --loop attached a loop device per node" 2 "${#node_loops[@]}"
