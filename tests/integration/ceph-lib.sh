@@ -24,6 +24,8 @@
 #    the OSD's own admin socket saying "state": "active";
 #  - an OSD restarted while a thread of the old one lives fails ("failed
 #    to lock pidfile"): stopping waits until no thread of it is left;
+#  - a client killed -9 holds an image's exclusive lock until the OSD
+#    drops its watch: osd client watch timeout is 5 s here, not 30;
 #  - mon proposals are batched for 1 s by default: paxos propose interval
 #    0.05 makes start-up take about 4 s instead of 10.
 
@@ -178,6 +180,9 @@ bluestore block size = 10737418240
 bluestore block create = true
 bluestore fsck on mkfs = false
 osd memory target = 1073741824
+# A client killed -9 keeps its watch, and so an image's exclusive lock,
+# this long (default 30 s): the next writer waits for it.
+osd client watch timeout = 5
 
 [client]
 keyring = $dir/client.admin.keyring
