@@ -43,7 +43,7 @@ int drbd_errno(struct drbd *d, int r, const char *what)
 
 static void drbd_req_free(struct drbd_req *req)
 {
-	if (!req->iocb || is_sync_kiocb(req->iocb)) {
+	if (req->waiter) {
 		g_mutex_clear(&req->lock);
 		g_cond_clear(&req->cond);
 	}
@@ -63,7 +63,7 @@ static void drbd_req_end(struct drbd_req *req, ssize_t r)
 	if (res == 0)
 		res = (ssize_t)req->count;
 	atomic_fetch_sub(&d->inflight, 1);
-	if (req->iocb && !is_sync_kiocb(req->iocb)) {
+	if (!req->waiter) {
 		struct kiocb *iocb = req->iocb;
 
 		drbd_req_free(req);
@@ -166,7 +166,8 @@ static struct drbd_req *drbd_req_new(struct drbd *d, enum drbd_op op,
 	req->d = d;
 	req->op = op;
 	req->iocb = iocb;
-	if (!iocb || is_sync_kiocb(iocb)) {
+	req->waiter = !iocb || is_sync_kiocb(iocb);
+	if (req->waiter) {
 		g_mutex_init(&req->lock);
 		g_cond_init(&req->cond);
 	}
@@ -254,6 +255,7 @@ ssize_t drbd_submit_io(struct drbd *d, struct kiocb *iocb)
 	uint64_t pos = iocb->ki_pos, size = atomic_load(&d->size);
 	size_t count = iov_iter_count(it), got = 0;
 	struct drbd_req *req;
+	bool waiter = is_sync_kiocb(iocb);
 	int ret;
 
 	if (write) {
@@ -281,10 +283,12 @@ ssize_t drbd_submit_io(struct drbd *d, struct kiocb *iocb)
 		return -EINVAL;
 	}
 	req->count = count;
+	/* From here an asynchronous request may complete (and iocb and req
+	 * be gone) at any moment: only the local waiter is read. */
 	ret = drbd_start(d, req, pos, count);
 	if (ret < 0)
 		return ret;
-	if (!is_sync_kiocb(iocb))
+	if (!waiter)
 		return -EIOCBQUEUED;
 	return drbd_wait(req);
 }

@@ -83,7 +83,10 @@ struct drbd_req {
 	struct iovec *iov;		/* kept alive until completion */
 	int iovcnt;
 	rbd_completion_t c;
-	/* Waiting callers (iocb NULL or synchronous). */
+	/* A caller waits (iocb NULL or synchronous): decided before the
+	 * request starts, since an asynchronous kiocb may be completed and
+	 * gone before librbd's call returns. */
+	bool waiter;
 	GMutex lock;
 	GCond cond;
 	bool done;
