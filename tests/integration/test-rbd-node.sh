@@ -7,9 +7,10 @@
 # pool rbd, `dioloop mount` of the namespace, a direct-I/O loop device
 # over the node with ext4 (mkfs, files, fsck clean, remount, checksums),
 # the image read back with librbd's own tool, a second daemon refused by
-# the exclusive lock, and kill -9 of the daemon during fsync'd writes:
-# after a remount the journal replays, e2fsck is clean and every file
-# fsync'd before the kill is intact.  Bad URLs, a missing pool and an
+# the exclusive lock, kill -9 of the daemon during fsync'd writes (after
+# a remount the journal replays, e2fsck is clean and every file fsync'd
+# before the kill is intact), and the OSD killed for longer than the
+# URL's timeout (EIO, one log line, the node works again once it is back).  Bad URLs, a missing pool and an
 # existing image give one line and the documented status.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$IT_DIR/ceph-lib.sh"
@@ -153,6 +154,35 @@ fi
 umount_inner "$IN"
 detach_loop "$LOOP"
 node_sha=$(sha "$NODE")
+daemon=$DAEMON_PID
+dioloop_umount "$MNT"
+daemon_wait "$daemon"
+expect_eq "exit status of the daemon after dioloop umount" 0 "$DAEMON_STATUS"
+
+it_log "---- the OSD killed for longer than the timeout (5 s)"
+start_daemon "$DIR_URL?timeout=5" "$MNT"
+must "ceph_osd_kill" ceph_osd_kill "$CLUSTER"
+start=$SECONDS
+# A block mkfs wrote (librbd answers for objects that do not exist
+# without asking the OSD), not read by this daemon yet (no cache).
+out=$(timeout -k 5 60 dd if="$NODE" of=/dev/null bs=4k count=1 skip=1 iflag=direct 2>&1)
+rc=$?
+took=$((SECONDS - start))
+expect_eq "dd from the node with the OSD gone fails (not killed by timeout)" 1 "$rc"
+expect_match "dd says EIO" '.*Input/output error.*' "$out"
+expect_match "the read failed after the timeout, not at once and not much later (${took}s)" \
+	"[4-9]|1[0-9]" "$took"
+if grep -q 'no answer from the cluster within 5 s' "$DAEMON_LOG"; then
+	it_ok "the daemon logged the outage: $(grep -m1 'no answer from the cluster' "$DAEMON_LOG")"
+else
+	it_fail "expected one log line about the outage"
+	it_show "$DAEMON_LOG"
+fi
+must "ceph_osd_start" ceph_osd_start "$CLUSTER"
+expect_ok "the same read works once the OSD is back" \
+	timeout -k 5 60 dd if="$NODE" of=/dev/null bs=4k count=1 skip=1 iflag=direct status=none
+expect_eq "the daemon logged the end of the outage once" 1 \
+	"$(grep -c 'the cluster answers again' "$DAEMON_LOG")"
 daemon=$DAEMON_PID
 dioloop_umount "$MNT"
 daemon_wait "$daemon"
