@@ -15,12 +15,18 @@ extern const struct backend_ops raw_backend_ops;
 extern const struct backend_ops fault_backend_ops;
 extern const struct backend_ops cow_backend_ops;
 extern const struct backend_ops nfs_backend_ops;
+#ifdef DIOLOOP_HAVE_RBD
+extern const struct backend_ops rbd_backend_ops;
+#endif
 
 static const struct backend_ops *const backend_table[] = {
 	&raw_backend_ops,
 	&fault_backend_ops,
 	&cow_backend_ops,
 	&nfs_backend_ops,
+#ifdef DIOLOOP_HAVE_RBD
+	&rbd_backend_ops,
+#endif
 };
 
 #define BACKEND_TABLE_SIZE G_N_ELEMENTS(backend_table)

@@ -7,7 +7,8 @@
 DIOLOOP_PACKAGES="build-essential cmake pkg-config libglib2.0-dev libaio-dev check
 libfuse3-dev fuse3 libnfs-dev nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils libisal-dev libxxhash-dev valgrind util-linux e2fsprogs
 xfsprogs btrfs-progs fio python3
-libjson-glib-dev jq groff-base man-db clang libclang-rt-14-dev"
+libjson-glib-dev jq groff-base man-db clang libclang-rt-14-dev
+ceph-mon ceph-osd ceph-common librbd-dev librados-dev"
 
 # dioloop_missing_packages PKG...
 # Print, one per line, each PKG that dpkg does not report as installed.

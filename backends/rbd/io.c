@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The rbd backend's requests and its completion thread (rbd_int.h).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "backends/rbd/rbd_int.h"
+
+#define DRBD_REAP_BATCH 64
+
+static const char *const drbd_op_names[] = {
+	[DRBD_READ] = "read",
+	[DRBD_WRITE] = "write",
+	[DRBD_FLUSH] = "flush",
+	[DRBD_DISCARD] = "discard",
+	[DRBD_WRITE_ZEROES] = "write_zeroes",
+};
+
+int drbd_errno(struct drbd *d, int r, const char *what)
+{
+	if (r >= 0) {
+		/* The cluster answers again. */
+		if (atomic_load(&d->outage) &&
+		    atomic_exchange(&d->outage, false))
+			g_message("%s: the cluster answers again", d->url.url);
+		return r;
+	}
+	/* ESHUTDOWN: this client was blocklisted (its lock was broken). */
+	if (r == -ETIMEDOUT || r == -ESHUTDOWN || r == -ENOTCONN) {
+		if (!atomic_exchange(&d->outage, true))
+			g_warning("%s: %s: no answer from the cluster within %u s: failing requests with EIO until it answers",
+				  d->url.url, what, d->url.timeout_s);
+		return -EIO;
+	}
+	return r;
+}
+
+static void drbd_req_free(struct drbd_req *req)
+{
+	if (req->waiter) {
+		g_mutex_clear(&req->lock);
+		g_cond_clear(&req->cond);
+	}
+	g_free(req->iov);
+	g_free(req);
+}
+
+/* A request ended with librbd's result r.  Completion thread (or the
+ * submitter, when librbd refused it). */
+static void drbd_req_end(struct drbd_req *req, ssize_t r)
+{
+	struct drbd *d = req->d;
+	ssize_t res;
+
+	res = drbd_errno(d, (int)MAX(MIN(r, 0), INT_MIN),
+			 drbd_op_names[req->op]);
+	if (res == 0)
+		res = (ssize_t)req->count;
+	atomic_fetch_sub(&d->inflight, 1);
+	if (!req->waiter) {
+		struct kiocb *iocb = req->iocb;
+
+		drbd_req_free(req);
+		iocb->ki_complete(iocb, res);
+		return;
+	}
+	g_mutex_lock(&req->lock);
+	req->res = res;
+	req->done = true;
+	g_cond_signal(&req->cond);
+	g_mutex_unlock(&req->lock);
+}
+
+/* Reap every completion librbd has queued. */
+static void drbd_reap(struct drbd *d)
+{
+	rbd_completion_t comps[DRBD_REAP_BATCH];
+	int n, i;
+
+	while ((n = rbd_poll_io_events(d->image, comps,
+				       DRBD_REAP_BATCH)) > 0) {
+		for (i = 0; i < n; i++) {
+			struct drbd_req *req = rbd_aio_get_arg(comps[i]);
+			ssize_t r = rbd_aio_get_return_value(comps[i]);
+
+			rbd_aio_release(comps[i]);
+			drbd_req_end(req, r);
+		}
+	}
+}
+
+static gpointer drbd_events_main(gpointer opaque)
+{
+	struct drbd *d = opaque;
+	struct pollfd pfd = { .fd = d->efd, .events = POLLIN };
+
+	for (;;) {
+		uint64_t v;
+
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			g_error("rbd completion thread: poll: %s",
+				g_strerror(errno));
+		if (read(d->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			g_error("rbd completion thread: read: %s",
+				g_strerror(errno));
+		drbd_reap(d);
+		if (atomic_load(&d->stop) && atomic_load(&d->inflight) == 0)
+			break;
+	}
+	return NULL;
+}
+
+int drbd_events_start(struct drbd *d)
+{
+	GError *err = NULL;
+	int r;
+
+	d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (d->efd < 0)
+		return -errno;
+	r = rbd_set_image_notification(d->image, d->efd, EVENT_TYPE_EVENTFD);
+	if (r < 0) {
+		close(d->efd);
+		d->efd = -1;
+		return r;
+	}
+	d->thread = g_thread_try_new("dioloop-rbd", drbd_events_main, d, &err);
+	if (!d->thread) {
+		g_error_free(err);
+		close(d->efd);
+		d->efd = -1;
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+/* Nothing is in flight from the core; wait for what librbd still holds
+ * (a flush of close) and end the thread. */
+void drbd_events_stop(struct drbd *d)
+{
+	uint64_t one = 1;
+
+	if (!d->thread)
+		return;
+	atomic_store(&d->stop, true);
+	if (write(d->efd, &one, sizeof(one)) < 0)
+		g_warning("rbd: waking the completion thread: %s",
+			  g_strerror(errno));
+	g_thread_join(d->thread);
+	d->thread = NULL;
+	close(d->efd);
+	d->efd = -1;
+}
+
+static struct drbd_req *drbd_req_new(struct drbd *d, enum drbd_op op,
+				     struct kiocb *iocb)
+{
+	struct drbd_req *req = g_new0(struct drbd_req, 1);
+
+	req->d = d;
+	req->op = op;
+	req->iocb = iocb;
+	req->waiter = !iocb || is_sync_kiocb(iocb);
+	if (req->waiter) {
+		g_mutex_init(&req->lock);
+		g_cond_init(&req->cond);
+	}
+	return req;
+}
+
+/* Hand req to librbd.  0, or -errno (req is freed then). */
+static int drbd_start(struct drbd *d, struct drbd_req *req, uint64_t pos,
+		      uint64_t len)
+{
+	const char *what = drbd_op_names[req->op];
+	int r;
+
+	r = rbd_aio_create_completion(req, NULL, &req->c);
+	if (r < 0) {
+		drbd_req_free(req);
+		return r;
+	}
+	atomic_fetch_add(&d->inflight, 1);
+	switch (req->op) {
+	case DRBD_READ:
+		r = rbd_aio_readv(d->image, req->iov, req->iovcnt, pos, req->c);
+		break;
+	case DRBD_WRITE:
+		r = rbd_aio_writev(d->image, req->iov, req->iovcnt, pos, req->c);
+		break;
+	case DRBD_FLUSH:
+		r = rbd_aio_flush(d->image, req->c);
+		break;
+	case DRBD_DISCARD:
+		r = rbd_aio_discard(d->image, pos, len, req->c);
+		break;
+	case DRBD_WRITE_ZEROES:
+		r = rbd_aio_write_zeroes(d->image, pos, (size_t)len, req->c, 0,
+					 0);
+		break;
+	default:
+		r = -EINVAL;
+	}
+	if (r < 0) {
+		atomic_fetch_sub(&d->inflight, 1);
+		rbd_aio_release(req->c);
+		drbd_req_free(req);
+		return drbd_errno(d, r, what);
+	}
+	return 0;
+}
+
+/* Wait for a started request of a waiting caller: its result. */
+static ssize_t drbd_wait(struct drbd_req *req)
+{
+	ssize_t res;
+
+	g_mutex_lock(&req->lock);
+	while (!req->done)
+		g_cond_wait(&req->cond, &req->lock);
+	res = req->res;
+	g_mutex_unlock(&req->lock);
+	drbd_req_free(req);
+	return res;
+}
+
+/* Writes past EOF of a growable image: grow first (rare; one at a time).
+ * 0 or -errno. */
+static int drbd_grow_for(struct drbd *d, uint64_t end)
+{
+	int r = 0;
+
+	g_mutex_lock(&d->grow_lock);
+	if (end > atomic_load(&d->size)) {
+		r = rbd_resize(d->image, end);
+		if (r == 0)
+			atomic_store(&d->size, end);
+		else
+			r = drbd_errno(d, r, "resize");
+	}
+	g_mutex_unlock(&d->grow_lock);
+	return r;
+}
+
+ssize_t drbd_submit_io(struct drbd *d, struct kiocb *iocb)
+{
+	struct iov_iter *it = iocb->ki_iter;
+	bool write = iocb->ki_rw == DIOLOOP_WRITE;
+	uint64_t pos = iocb->ki_pos, size = atomic_load(&d->size);
+	size_t count = iov_iter_count(it), got = 0;
+	struct drbd_req *req;
+	bool waiter = is_sync_kiocb(iocb);
+	int ret;
+
+	if (write) {
+		if (pos + count > size) {
+			if (!d->growable)
+				return -ENOSPC;
+			ret = drbd_grow_for(d, pos + count);
+			if (ret < 0)
+				return ret;
+		}
+	} else {
+		if (pos >= size)
+			return 0;
+		count = (size_t)MIN((uint64_t)count, size - pos);
+	}
+	req = drbd_req_new(d, write ? DRBD_WRITE : DRBD_READ, iocb);
+	/* The array must outlive the call: librbd reads it later. */
+	req->iov = g_new(struct iovec, MIN(it->nr_segs, (unsigned long)IOV_MAX));
+	req->iovcnt = iov_iter_get_iovecs(it, req->iov,
+					  (int)MIN(it->nr_segs,
+						   (unsigned long)IOV_MAX),
+					  count, &got);
+	if (got != count) {
+		drbd_req_free(req);
+		return -EINVAL;
+	}
+	req->count = count;
+	/* From here an asynchronous request may complete (and iocb and req
+	 * be gone) at any moment: only the local waiter is read. */
+	ret = drbd_start(d, req, pos, count);
+	if (ret < 0)
+		return ret;
+	if (!waiter)
+		return -EIOCBQUEUED;
+	return drbd_wait(req);
+}
+
+int drbd_run_sync(struct drbd *d, enum drbd_op op, uint64_t pos,
+		  uint64_t len)
+{
+	struct drbd_req *req = drbd_req_new(d, op, NULL);
+	ssize_t ret;
+
+	ret = drbd_start(d, req, pos, len);
+	if (ret < 0)
+		return (int)ret;
+	ret = drbd_wait(req);
+	return ret < 0 ? (int)ret : 0;
+}

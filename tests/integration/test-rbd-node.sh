@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# rbd:// sources end to end against a real single-node Ceph cluster
+# (ceph-lib.sh; the rbd_cluster CTest fixture's, or one of its own when
+# run alone): `dioloop create` and `info` of an image in a namespace of
+# pool rbd, `dioloop mount` of the namespace, a direct-I/O loop device
+# over the node with ext4 (mkfs, files, fsck clean, remount, checksums),
+# the image read back with librbd's own tool, a second daemon refused by
+# the exclusive lock, kill -9 of the daemon during fsync'd writes (after
+# a remount the journal replays, e2fsck is clean and every file fsync'd
+# before the kill is intact), and the OSD killed for longer than the
+# URL's timeout (EIO, one log line, the node works again once it is back).  Bad URLs, a missing pool and an
+# existing image give one line and the documented status.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$IT_DIR/ceph-lib.sh"
+
+it_begin "rbd:// sources: images in a Ceph cluster as block nodes" rbd mkfs.ext4 e2fsck
+
+# The backend may not be built (no librbd at build time).
+if "$DIOLOOP_BIN" info "rbd://p/i" 2>&1 | grep -q "unknown protocol"; then
+	it_skip "this dioloop has no rbd backend (built without librbd-dev/librados-dev)"
+fi
+
+# The fixture's cluster, or our own.
+CLUSTER=${DIOLOOP_RBD_CLUSTER:-}
+if [[ -n $CLUSTER ]]; then
+	[[ -f $CLUSTER/ceph.conf ]] ||
+		it_skip "$(cat "$CLUSTER.why" 2>/dev/null || echo "no cluster in $CLUSTER")"
+	it_log "using the cluster in $CLUSTER"
+else
+	[[ -z $(ceph_missing_tools) ]] ||
+		it_skip "missing: $(ceph_missing_tools)(apt-get install ceph-mon ceph-osd ceph-common)"
+	CLUSTER=$IT_TMP/ceph
+	# lib.sh's EXIT trap runs after ours, with the test's status.
+	trap 'ceph_rc=$?; ceph_cluster_stop "$CLUSTER"; (exit $ceph_rc); it_cleanup' EXIT
+	ceph_cluster_start "$CLUSTER" || it_die "could not start a Ceph cluster"
+fi
+export CEPH_CONF=$CLUSTER/ceph.conf
+NS=it$$
+must "rbd namespace create rbd/$NS" timeout 60 rbd namespace create "rbd/$NS"
+DIR_URL=rbd://rbd/$NS
+OPTS="?timeout=20"
+MNT=$IT_TMP/mnt
+IN=$IT_TMP/inner
+mkdir -p "$MNT" "$IN"
+
+# expect_one_line_error WHAT STATUS CMD...
+expect_one_line_error() {
+	local what=$1 want=$2 rc=0 lines
+	shift 2
+	timeout -k 5 60 "$@" >"$IT_TMP/err.out" 2>"$IT_TMP/err.err" </dev/null || rc=$?
+	expect_eq "$what: exit status" "$want" "$rc"
+	lines=$(wc -l <"$IT_TMP/err.err")
+	if expect_eq "$what: lines on stderr" 1 "$lines"; then
+		it_log "    said: $(cat "$IT_TMP/err.err")"
+	else
+		it_show "$IT_TMP/err.err"
+	fi
+}
+
+it_log "---- create, info and errors"
+must "dioloop create $DIR_URL/disk0 --size 96M" "$DIOLOOP_BIN" create "$DIR_URL/disk0$OPTS" --size 96M
+expect_match "dioloop info $DIR_URL/disk0" '.*format: *rbd.*size: *100663296 .*' \
+	"$("$DIOLOOP_BIN" info "$DIR_URL/disk0$OPTS" 2>&1 | tr '\n' ' ')"
+expect_eq "rbd ls rbd/$NS" disk0 "$(timeout 60 rbd ls "rbd/$NS")"
+expect_one_line_error "create over an existing image" 1 \
+	"$DIOLOOP_BIN" create "$DIR_URL/disk0" --size 1M
+expect_one_line_error "create with a bad URL option" 2 \
+	"$DIOLOOP_BIN" create "$DIR_URL/x?bogus=1" --size 1M
+expect_one_line_error "mount a missing pool" 2 \
+	"$DIOLOOP_BIN" mount "rbd://no-such-pool" "$MNT"
+expect_one_line_error "mount a bad URL" 2 \
+	"$DIOLOOP_BIN" mount "rbd://rbd/$NS/disk0/x" "$MNT"
+
+it_log "---- the namespace as SOURCE, ext4 on a direct-I/O loop device"
+start_daemon "$DIR_URL$OPTS" "$MNT"
+NODE=$MNT/disk0
+expect_eq "nodes of $DIR_URL" disk0 "$(names "$MNT")"
+expect_eq "the node's size" 100663296 "$(stat -c %s "$NODE")"
+attach_loop "$NODE"
+LOOP=$LOOP_DEV
+fs_roundtrip ext4 "$LOOP"
+
+it_log "---- a second daemon on the same image is refused"
+MNT2=$IT_TMP/mnt2
+FIRST_PID=$DAEMON_PID FIRST_LOG=$DAEMON_LOG
+start_daemon "$DIR_URL$OPTS" "$MNT2"
+SECOND_PID=$DAEMON_PID SECOND_LOG=$DAEMON_LOG
+out=$(timeout -k 5 60 dd if=/dev/zero of="$MNT2/disk0" bs=4k count=1 oflag=direct conv=notrunc 2>&1)
+expect_match "the second daemon cannot open the node for writing" '.*Device or resource busy.*' "$out"
+if grep -q 'exclusive lock is held by' "$SECOND_LOG"; then
+	it_ok "its log names the holder: $(grep -m1 'exclusive lock is held by' "$SECOND_LOG")"
+else
+	it_fail "expected the second daemon to log who holds the lock"
+	it_show "$SECOND_LOG"
+fi
+dioloop_umount "$MNT2"
+daemon_wait "$SECOND_PID"
+DAEMON_PID=$FIRST_PID DAEMON_LOG=$FIRST_LOG
+
+it_log "---- kill -9 of the daemon during fsync'd writes"
+mount_inner "$LOOP" "$IN"
+MANIFEST=$IT_TMP/fsynced.sha256
+mkdir -p "$IN/before"
+for i in 1 2 3 4; do
+	out=$(nodeio write-file "$IN/before/f$i" $((i * 131072 + i * 1000)) "$i")
+	[[ $out == ok* ]] || it_die "write-file before/f$i: expected ok SHA, got $out"
+	echo "${out#ok }  before/f$i" >>"$MANIFEST"
+done
+STREAM_LOG=$IT_TMP/stream.sha256
+: >"$STREAM_LOG"
+start_helper "$IT_PY" "$IT_DIR/nodeio.py" write-loop "$IN" stream 64K "$STREAM_LOG" 2000 \
+	</dev/null >"$IT_TMP/stream.out" 2>&1
+WRITER_PID=$HELPER_PID
+for ((i = 0; i < 200; i++)); do
+	(($(wc -l <"$STREAM_LOG") >= 10)) && break
+	sleep 0.1
+done
+((($(wc -l <"$STREAM_LOG")) > 0)) || it_die "the writer fsync'd no file in 20 s: $(cat "$IT_TMP/stream.out")"
+VICTIM=$DAEMON_PID
+it_log "kill -9 $VICTIM, $(wc -l <"$STREAM_LOG") files fsync'd by the writer so far"
+kill -KILL "$VICTIM"
+daemon_wait "$VICTIM"
+expect_eq "exit status of the killed daemon" 137 "$DAEMON_STATUS"
+if ! wait_gone "$WRITER_PID" 30; then
+	kill -KILL "$WRITER_PID" 2>/dev/null
+	wait_gone "$WRITER_PID" 10 || it_fail "the writer did not exit after kill -9"
+fi
+wait "$WRITER_PID" 2>/dev/null
+forget_pid "$WRITER_PID"
+cat "$STREAM_LOG" >>"$MANIFEST"
+must "umount -l $IN" umount -l "$IN"
+IT_INNER=()
+detach_loop "$LOOP"
+must "fusermount3 -u -z $MNT" fusermount3 -u -z "$MNT"
+forget_mount "$MNT"
+
+it_log "---- remount: journal replay, fsck, fsync'd files"
+start_daemon "$DIR_URL$OPTS" "$MNT"
+attach_loop "$NODE"
+LOOP=$LOOP_DEV
+mount_inner "$LOOP" "$IN"	# replays the journal (the lock passes to us)
+umount_inner "$IN"
+expect_ok "e2fsck -fn after the journal replay is clean" e2fsck -fn "$LOOP"
+mount_inner "$LOOP" "$IN" -o ro
+n=$(wc -l <"$MANIFEST")
+if out=$(cd "$IN" && sha256sum --quiet -c "$MANIFEST" 2>&1); then
+	it_ok "all $n files fsync'd before the kill are intact"
+else
+	it_fail "expected all $n files fsync'd before the kill intact, got:"
+	printf '%s\n' "$out" | head -n 15 | sed 's/^/    | /'
+fi
+umount_inner "$IN"
+detach_loop "$LOOP"
+node_sha=$(sha "$NODE")
+daemon=$DAEMON_PID
+dioloop_umount "$MNT"
+daemon_wait "$daemon"
+expect_eq "exit status of the daemon after dioloop umount" 0 "$DAEMON_STATUS"
+
+it_log "---- the OSD killed for longer than the timeout (5 s)"
+start_daemon "$DIR_URL?timeout=5" "$MNT"
+must "ceph_osd_kill" ceph_osd_kill "$CLUSTER"
+start=$SECONDS
+# A block mkfs wrote (librbd answers for objects that do not exist
+# without asking the OSD), not read by this daemon yet (no cache).
+out=$(timeout -k 5 60 dd if="$NODE" of=/dev/null bs=4k count=1 skip=1 iflag=direct 2>&1)
+rc=$?
+took=$((SECONDS - start))
+expect_eq "dd from the node with the OSD gone fails (not killed by timeout)" 1 "$rc"
+expect_match "dd says EIO" '.*Input/output error.*' "$out"
+expect_match "the read failed after the timeout, not at once and not much later (${took}s)" \
+	"[4-9]|1[0-9]" "$took"
+if grep -q 'no answer from the cluster within 5 s' "$DAEMON_LOG"; then
+	it_ok "the daemon logged the outage: $(grep -m1 'no answer from the cluster' "$DAEMON_LOG")"
+else
+	it_fail "expected one log line about the outage"
+	it_show "$DAEMON_LOG"
+fi
+must "ceph_osd_start" ceph_osd_start "$CLUSTER"
+expect_ok "the same read works once the OSD is back" \
+	timeout -k 5 60 dd if="$NODE" of=/dev/null bs=4k count=1 skip=1 iflag=direct status=none
+expect_eq "the daemon logged the end of the outage once" 1 \
+	"$(grep -c 'the cluster answers again' "$DAEMON_LOG")"
+daemon=$DAEMON_PID
+dioloop_umount "$MNT"
+daemon_wait "$daemon"
+expect_eq "exit status of the daemon after dioloop umount" 0 "$DAEMON_STATUS"
+
+it_log "---- the image as librbd's own tool reads it"
+must "rbd export rbd/$NS/disk0" timeout 120 rbd export "rbd/$NS/disk0" "$IT_TMP/export.img"
+expect_eq "rbd export = the node before unmount" "$node_sha" "$(sha "$IT_TMP/export.img")"
+expect_ok "e2fsck -fn of the exported image is clean" e2fsck -fn "$IT_TMP/export.img"
+rm -f "$IT_TMP/export.img"
+timeout 60 rbd rm --no-progress "rbd/$NS/disk0" >/dev/null 2>&1
+timeout 60 rbd namespace remove "rbd/$NS" >/dev/null 2>&1
+it_end
