@@ -63,6 +63,8 @@ static int drbd_lock(struct drbd *d, GError **error)
 				 d->url.url, g_strerror(-r));
 }
 
+/* Connect, open the image (read-only without the lock, else with it) and
+ * start its completion thread.  Control thread. */
 static int drbd_open(struct backend *b, const struct backend_open_args *args)
 {
 	struct drbd *d;
@@ -151,6 +153,7 @@ static void drbd_close(struct backend *b)
 	drbd_free(d);
 }
 
+/* The size as this process last set or read it.  Any thread. */
 static int64_t drbd_get_size(struct backend *b)
 {
 	struct drbd *d = b->priv;
@@ -158,11 +161,14 @@ static int64_t drbd_get_size(struct backend *b)
 	return (int64_t)atomic_load(&d->size);
 }
 
+/* Read or write (backend.h).  Any thread; never waits for an
+ * asynchronous kiocb. */
 static ssize_t drbd_direct_IO_bvec(struct backend *b, struct kiocb *iocb)
 {
 	return drbd_submit_io(b->priv, iocb);
 }
 
+/* rbd_aio_flush: every write completed before is durable.  Worker thread. */
 static int drbd_flush(struct backend *b)
 {
 	struct drbd *d = b->priv;
@@ -172,11 +178,13 @@ static int drbd_flush(struct backend *b)
 	return drbd_run_sync(d, DRBD_FLUSH, 0, 0);
 }
 
+/* rbd_aio_discard.  Worker thread. */
 static int drbd_discard(struct backend *b, uint64_t pos, uint64_t len)
 {
 	return drbd_run_sync(b->priv, DRBD_DISCARD, pos, len);
 }
 
+/* rbd_aio_write_zeroes.  Worker thread. */
 static int drbd_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 {
 	struct drbd *d = b->priv;
@@ -193,6 +201,7 @@ static int drbd_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 	return ret;
 }
 
+/* rbd_resize.  Worker thread, nothing in flight. */
 static int drbd_resize(struct backend *b, uint64_t size)
 {
 	struct drbd *d = b->priv;
@@ -235,6 +244,8 @@ static int drbd_map_cb(uint64_t off, size_t len, int exists, void *arg)
 	return -ECANCELED;	/* enough: a hole follows the run */
 }
 
+/* The extent at pos from rbd_diff_iterate2 (at most DRBD_MAP_MAX).
+ * Worker thread. */
 static int drbd_map(struct backend *b, uint64_t pos, uint64_t len,
 		    struct backend_extent *ext)
 {
@@ -267,6 +278,7 @@ static int drbd_used_cb(uint64_t off, size_t len, int exists, void *arg)
 	return 0;
 }
 
+/* Size and the whole objects in use.  Worker thread. */
 static int drbd_info(struct backend *b, struct backend_info *info)
 {
 	struct drbd *d = b->priv;
@@ -286,6 +298,7 @@ static int drbd_info(struct backend *b, struct backend_info *info)
 
 /* ---- synchronous helpers ---- */
 
+/* A new image with the cluster's default features.  Any thread. */
 static int drbd_create(const struct backend_create_args *a, GError **error)
 {
 	struct drbd_url u;
@@ -308,7 +321,8 @@ static int drbd_create(const struct backend_create_args *a, GError **error)
 	r = drbd_connect(&u, &c, &io, error);
 	if (r < 0)
 		goto out;
-	/* The cluster's default features (exclusive-lock among them). */
+	/* Default features: exclusive-lock (drbd_lock needs it), object-map
+	 * and fast-diff (cheap map and info) among them. */
 	r = rbd_create(io, u.image, a->size, &order);
 	if (r < 0)
 		backend_set_error(error, r, "%s: create: %s", a->path,
@@ -319,6 +333,7 @@ out:
 	return r;
 }
 
+/* rbd_remove.  Any thread. */
 static int drbd_remove(const char *url, GError **error)
 {
 	struct drbd_url u;
@@ -341,6 +356,7 @@ static int drbd_remove(const char *url, GError **error)
 	return r;
 }
 
+/* The URL's form, without reaching the cluster. */
 static int drbd_check_url(const char *url, bool want_file, GError **error)
 {
 	struct drbd_url u;
@@ -356,6 +372,7 @@ static gint drbd_name_cmp(gconstpointer a, gconstpointer b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The image names of a pool or namespace, sorted.  Any thread. */
 static int drbd_list(const char *dir_url, GPtrArray *names, GError **error)
 {
 	struct drbd_url u;

@@ -267,7 +267,8 @@ ceph_cluster_stop() {
 		pid=$(cat "$f" 2>/dev/null)
 		ceph_stop_pid "$dir" "$pid" KILL || rc=1
 	done
-	for f in /proc/[0-9]*/cmdline; do
+	# One grep over every command line, then a closer look at the hits.
+	for f in $(grep -lF -- "$dir/ceph.conf" /proc/[0-9]*/cmdline 2>/dev/null); do
 		pid=${f#/proc/}
 		pid=${pid%/cmdline}
 		[[ $pid != "$$" && $pid != "$BASHPID" ]] || continue
