@@ -1,18 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dioloop stats: a mount's statistics (MOUNTPOINT/.dioloop/stats.json) as
- * a table of totals, as JSON, or with --watch as per-second rates between
- * two snapshots.  A command-line process: one thread.
+ * a table of totals, as JSON, as Prometheus text, or with --watch as
+ * per-second rates between two snapshots, redrawn in place on a terminal
+ * (stats_format.c formats).  A command-line process: one thread.
  */
 #include <errno.h>
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include "backends/size.h"
 #include "fusefs/cli/commands.h"
+#include "fusefs/cli/stats_format.h"
 #include "fusefs/control.h"
 
 /* Read and parse the snapshot: the root object (g_object_unref the
@@ -35,158 +38,68 @@ static JsonParser *stats_load(const char *path, char **text, GError **err)
 	return p;
 }
 
-/* obj.a.b as an integer, 0 when missing. */
-static gint64 get_int(JsonObject *obj, const char *a, const char *b)
+/* Write the Prometheus text of root to path atomically (a temporary file
+ * renamed over it, as node_exporter's textfile collector wants): 0, or
+ * -errno after a message. */
+static int write_textfile(const char *path, JsonObject *root)
 {
-	JsonNode *n;
+	g_autofree char *tmp = g_strdup_printf("%s.%d.tmp", path, (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	int err;
 
-	if (!obj || !json_object_has_member(obj, a))
-		return 0;
-	n = json_object_get_member(obj, a);
-	if (b) {
-		if (!JSON_NODE_HOLDS_OBJECT(n))
-			return 0;
-		obj = json_node_get_object(n);
-		if (!json_object_has_member(obj, b))
-			return 0;
-		n = json_object_get_member(obj, b);
+	if (!f) {
+		err = errno;
+		dioloop_err("stats: %s: %s", tmp, g_strerror(err));
+		return -err;
 	}
-	return JSON_NODE_HOLDS_VALUE(n) ? json_node_get_int(n) : 0;
-}
-
-/* obj.name as an object, NULL when missing. */
-static JsonObject *get_obj(JsonObject *obj, const char *name)
-{
-	JsonNode *n;
-
-	if (!obj || !json_object_has_member(obj, name))
-		return NULL;
-	n = json_object_get_member(obj, name);
-	return JSON_NODE_HOLDS_OBJECT(n) ? json_node_get_object(n) : NULL;
-}
-
-/* The "nodes" object of a snapshot. */
-static JsonObject *nodes_of(JsonParser *p)
-{
-	return get_obj(json_node_get_object(json_parser_get_root(p)), "nodes");
-}
-
-/* Sum of obj.faults.injected.*. */
-static gint64 injected(JsonObject *node)
-{
-	JsonObject *inj = get_obj(get_obj(node, "faults"), "injected");
-	GList *members, *l;
-	gint64 sum = 0;
-
-	if (!inj)
-		return 0;
-	members = json_object_get_members(inj);
-	for (l = members; l; l = l->next)
-		sum += get_int(inj, l->data, NULL);
-	g_list_free(members);
-	return sum;
-}
-
-/* Mean latency of op in us over [a, b] (a may be NULL: since start). */
-static double mean_latency(JsonObject *a, JsonObject *b, const char *op)
-{
-	JsonObject *la = get_obj(get_obj(a, "latency_us"), op);
-	JsonObject *lb = get_obj(get_obj(b, "latency_us"), op);
-	gint64 n = get_int(lb, "count", NULL) - get_int(la, "count", NULL);
-	gint64 sum = get_int(lb, "sum", NULL) - get_int(la, "sum", NULL);
-
-	return n > 0 ? (double)sum / (double)n : 0;
-}
-
-static const char *size_str(double bytes, char *buf, unsigned len)
-{
-	return dioloop_format_size((uint64_t)(bytes < 0 ? 0 : bytes), buf, len);
-}
-
-/* The totals since the mount, one line per node. */
-static void print_table(JsonParser *p)
-{
-	JsonObject *nodes = nodes_of(p);
-	GList *names = nodes ? json_object_get_members(nodes) : NULL, *l;
-	char rb[32], wb[32];
-
-	names = g_list_sort(names, (GCompareFunc)strcmp);
-	printf("%-20s %9s %9s %8s %11s %11s %7s %6s %6s %10s %9s %9s %7s\n",
-	       "NODE", "READS", "WRITES", "FLUSHES", "READ", "WRITTEN",
-	       "ERRORS", "INFL", "QUEUED", "THROTTLED", "R_LAT_US", "W_LAT_US",
-	       "FAULTS");
-	for (l = names; l; l = l->next) {
-		JsonObject *n = get_obj(nodes, l->data);
-
-		printf("%-20s %9" G_GINT64_FORMAT " %9" G_GINT64_FORMAT
-		       " %8" G_GINT64_FORMAT " %11s %11s %7" G_GINT64_FORMAT
-		       " %6" G_GINT64_FORMAT " %6" G_GINT64_FORMAT " %9.1fs"
-		       " %9.0f %9.0f %7" G_GINT64_FORMAT "\n",
-		       (const char *)l->data, get_int(n, "ops", "read"),
-		       get_int(n, "ops", "write"), get_int(n, "ops", "flush"),
-		       size_str((double)get_int(n, "bytes", "read"), rb,
-				sizeof(rb)),
-		       size_str((double)get_int(n, "bytes", "write"), wb,
-				sizeof(wb)),
-		       get_int(n, "errors_total", NULL),
-		       get_int(n, "in_flight", NULL),
-		       get_int(n, "throttle", "queued"),
-		       (double)get_int(n, "throttle", "throttled_us") / 1e6,
-		       mean_latency(NULL, n, "read"),
-		       mean_latency(NULL, n, "write"), injected(n));
+	stats_print_prometheus(f, root);
+	if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+		err = errno;
+		fclose(f);
+		unlink(tmp);
+		dioloop_err("stats: %s: %s", tmp, g_strerror(err));
+		return -err;
 	}
-	g_list_free(names);
-}
-
-/* Rates per second between two snapshots dt seconds apart. */
-static void print_rates(JsonParser *prev, JsonParser *cur, double dt)
-{
-	JsonObject *nodes = nodes_of(cur), *old = nodes_of(prev);
-	GList *names = nodes ? json_object_get_members(nodes) : NULL, *l;
-	GDateTime *now = g_date_time_new_now_local();
-	g_autofree char *when = g_date_time_format(now, "%H:%M:%S");
-	char rb[32], wb[32];
-
-	g_date_time_unref(now);
-	names = g_list_sort(names, (GCompareFunc)strcmp);
-	printf("%-20s %8s %8s %8s %11s %11s %6s %6s %6s %9s %9s %9s  %s\n",
-	       "NODE", "R/S", "W/S", "FLUSH/S", "READ/S", "WRITE/S", "ERR/S",
-	       "INFL", "QUEUED", "THROTL/S", "R_LAT_US", "W_LAT_US", when);
-	for (l = names; l; l = l->next) {
-		JsonObject *n = get_obj(nodes, l->data);
-		JsonObject *o = get_obj(old, l->data);
-
-#define RATE(a, b) ((double)(get_int(n, a, b) - get_int(o, a, b)) / dt)
-		printf("%-20s %8.0f %8.0f %8.0f %9s/s %9s/s %6.0f %6" G_GINT64_FORMAT
-		       " %6" G_GINT64_FORMAT " %9.0f %9.0f %9.0f\n",
-		       (const char *)l->data, RATE("ops", "read"),
-		       RATE("ops", "write"), RATE("ops", "flush"),
-		       size_str(RATE("bytes", "read"), rb, sizeof(rb)),
-		       size_str(RATE("bytes", "write"), wb, sizeof(wb)),
-		       RATE("errors_total", NULL),
-		       get_int(n, "in_flight", NULL),
-		       get_int(n, "throttle", "queued"),
-		       RATE("throttle", "throttled"),
-		       mean_latency(o, n, "read"), mean_latency(o, n, "write"));
-#undef RATE
+	fclose(f);
+	if (rename(tmp, path) < 0) {
+		err = errno;
+		unlink(tmp);
+		dioloop_err("stats: %s: %s", path, g_strerror(err));
+		return -err;
 	}
-	g_list_free(names);
-	fflush(stdout);
+	return 0;
 }
 
-/* One line of compact JSON: the snapshot in --watch --json. */
-static void print_json_line(JsonParser *p)
+/* The root object of a parsed snapshot. */
+static JsonObject *root_of(JsonParser *p)
 {
-	g_autofree char *text = json_to_string(json_parser_get_root(p), FALSE);
-
-	printf("%s\n", text);
-	fflush(stdout);
+	return json_node_get_object(json_parser_get_root(p));
 }
 
-/* dioloop stats [--json] [--watch ...] MOUNTPOINT */
+/* One report of a snapshot without --watch: 0 or -errno. */
+static int print_once(JsonParser *p, const char *text, bool json,
+		      bool prometheus, const char *textfile)
+{
+	if (textfile)
+		return write_textfile(textfile, root_of(p));
+	if (prometheus)
+		stats_print_prometheus(stdout, root_of(p));
+	else if (json)
+		fputs(text, stdout);
+	else
+		stats_print_totals(root_of(p));
+	return 0;
+}
+
+/* dioloop stats [--output=...] [--prometheus [--textfile FILE]]
+ * [--watch ...] MOUNTPOINT */
 int dioloop_cmd_stats(int argc, char **argv)
 {
-	gboolean json_flag = FALSE, watch = FALSE;
+	gboolean json_flag = FALSE, watch = FALSE, all = FALSE;
+	gboolean prometheus = FALSE;
+	g_autofree char *textfile = NULL;
+	struct stats_view view = { 0 };
+	struct winsize ws;
 	g_autofree char *output = NULL;
 	gdouble interval = 1.0;
 	gint count = 0;
@@ -197,9 +110,17 @@ int dioloop_cmd_stats(int argc, char **argv)
 		  "interval) or human (default)", "FORMAT" },
 		{ "json", 'j', 0, G_OPTION_ARG_NONE, &json_flag,
 		  "the same as --output=json", NULL },
+		{ "prometheus", 0, 0, G_OPTION_ARG_NONE, &prometheus,
+		  "print the Prometheus text exposition format", NULL },
+		{ "textfile", 0, 0, G_OPTION_ARG_FILENAME, &textfile,
+		  "with --prometheus: write FILE atomically instead (for "
+		  "node_exporter's textfile collector; every interval with "
+		  "--watch)", "FILE" },
 		{ "watch", 'w', 0, G_OPTION_ARG_NONE, &watch,
-		  "print per-second rates every interval until interrupted",
-		  NULL },
+		  "per-second rates every interval until interrupted, busy "
+		  "nodes first, redrawn in place on a terminal", NULL },
+		{ "all", 'a', 0, G_OPTION_ARG_NONE, &all,
+		  "with --watch: also the idle nodes", NULL },
 		{ "interval", 'i', 0, G_OPTION_ARG_DOUBLE, &interval,
 		  "seconds between reports with --watch (default 1)", "SECONDS" },
 		{ "count", 'c', 0, G_OPTION_ARG_INT, &count,
@@ -229,6 +150,14 @@ int dioloop_cmd_stats(int argc, char **argv)
 		dioloop_err("stats: --count needs --watch");
 		return DIOLOOP_EXIT_USAGE;
 	}
+	if (textfile && !prometheus) {
+		dioloop_err("stats: --textfile needs --prometheus");
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (prometheus && json) {
+		dioloop_err("stats: --prometheus and --output=json disagree");
+		return DIOLOOP_EXIT_USAGE;
+	}
 	if (!(interval >= 0.05 && interval <= 3600) || count < 0) {
 		dioloop_err("stats: --interval must be 0.05 to 3600 seconds and "
 			    "--count not negative");
@@ -251,14 +180,20 @@ int dioloop_cmd_stats(int argc, char **argv)
 		return DIOLOOP_EXIT_FAIL;
 	}
 	t_prev = g_get_monotonic_time();
-	if (!watch) {
-		if (json)
-			fputs(text, stdout);
-		else
-			print_table(prev);
-		g_object_unref(prev);
-		return DIOLOOP_EXIT_OK;
+	if (!watch || prometheus) {
+		int ret = print_once(prev, text, json, prometheus, textfile);
+
+		if (ret < 0 || !watch) {
+			g_object_unref(prev);
+			return ret < 0 ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
+		}
 	}
+	view.tty = isatty(STDOUT_FILENO);
+	view.all = all;
+	view.mountpoint = argv[1];
+	view.interval = interval;
+	if (view.tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
+		view.rows = ws.ws_row;
 	while (!count || reports < count) {
 		g_usleep((gulong)(interval * G_USEC_PER_SEC));
 		g_clear_pointer(&text, g_free);
@@ -270,11 +205,20 @@ int dioloop_cmd_stats(int argc, char **argv)
 			return DIOLOOP_EXIT_FAIL;
 		}
 		t_cur = g_get_monotonic_time();
-		if (json)
-			print_json_line(cur);
+		if (prometheus) {
+			if (print_once(cur, text, false, true, textfile) < 0) {
+				g_object_unref(cur);
+				g_object_unref(prev);
+				return DIOLOOP_EXIT_FAIL;
+			}
+		} else if (json)
+			stats_print_rates_json(root_of(prev), root_of(cur),
+					       (double)(t_cur - t_prev) /
+					       G_USEC_PER_SEC);
 		else
-			print_rates(prev, cur,
-				    (double)(t_cur - t_prev) / G_USEC_PER_SEC);
+			stats_print_rates(root_of(prev), root_of(cur),
+					  (double)(t_cur - t_prev) /
+					  G_USEC_PER_SEC, &view, reports == 0);
 		g_object_unref(prev);
 		prev = cur;
 		t_prev = t_cur;
