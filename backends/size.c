@@ -148,18 +148,15 @@ int dioloop_parse_size(const char *s, uint64_t max, uint64_t *out)
 
 const char *dioloop_format_size(uint64_t bytes, char *buf, unsigned len)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB",
-					     "PiB", "EiB" };
-	double v = (double)bytes;
-	unsigned u = 0;
+	g_autofree char *s = g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
+	char *nbsp;
 
-	while (v >= 1024 && u + 1 < G_N_ELEMENTS(units)) {
-		v /= 1024;
-		u++;
+	/* GLib puts a no-break space (U+00A0) before the unit; a plain one
+	 * keeps the output ASCII for scripts and grep. */
+	while ((nbsp = strstr(s, "\xc2\xa0"))) {
+		*nbsp = ' ';
+		memmove(nbsp + 1, nbsp + 2, strlen(nbsp + 2) + 1);
 	}
-	if (u == 0)
-		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
-	else
-		snprintf(buf, len, "%.1f %s", v, units[u]);
+	g_strlcpy(buf, s, len);
 	return buf;
 }

@@ -31,7 +31,8 @@ int dioloop_parse_u64(const char *s, uint64_t max, uint64_t *out);
 int dioloop_parse_decimal(const char *s, double max, double *out,
 			  const char **end);
 
-/* Format bytes as "1.5 GiB" (or "512 B") into buf. */
+/* g_format_size_full() in IEC units ("1.5 GiB", "512 bytes") into buf,
+ * for callers that keep it on the stack. */
 const char *dioloop_format_size(uint64_t bytes, char *buf, unsigned len);
 
 #endif
