@@ -18,7 +18,7 @@
  *   name      (optional) a name in directory dirfd changed: a file was
  *             created (fd: the new file, open), unlinked, or renamed to
  *             new_name.  Sidecars such as raw's orphan record.
- *   remote    (optional) a remote store's view (nfs), see
+ *   remote    (optional) a remote store's view (nfs, rbd), see
  *             struct dioloop_iorec_remote: what the server answered to
  *             each WRITE and COMMIT, and the flushes around them.
  * Callbacks run on whatever thread did the I/O and must be thread-safe.

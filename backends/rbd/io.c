@@ -10,6 +10,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "backends/iorec.h"
 #include "backends/rbd/rbd_int.h"
 
 #define DRBD_REAP_BATCH 64
@@ -51,6 +52,33 @@ static void drbd_req_free(struct drbd_req *req)
 	g_free(req);
 }
 
+/* Tell the I/O recorder (power-cut tests) what the cluster took: a
+ * completed write, not durable until a flush completes after it (the
+ * client cache may hold it), or a completed rbd_aio_flush, which makes
+ * durable every write completed before it was sent. */
+static void drbd_req_record(const struct drbd_req *req)
+{
+	const struct drbd *d = req->d;
+	g_autofree unsigned char *data = NULL;
+	size_t done = 0;
+	int i;
+
+	if (req->op == DRBD_FLUSH) {
+		dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_COMMIT, d->url.url, 0,
+				     NULL, 0, false, NULL, 0);
+		return;
+	}
+	if (req->op != DRBD_WRITE)
+		return;
+	data = g_malloc(req->count);
+	for (i = 0; i < req->iovcnt; i++) {
+		memcpy(data + done, req->iov[i].iov_base, req->iov[i].iov_len);
+		done += req->iov[i].iov_len;
+	}
+	dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_WRITE, d->url.url, req->pos,
+			     data, (uint32_t)req->count, false, NULL, 0);
+}
+
 /* A request ended with librbd's result r.  Completion thread (or the
  * submitter, when librbd refused it). */
 static void drbd_req_end(struct drbd_req *req, ssize_t r)
@@ -62,6 +90,8 @@ static void drbd_req_end(struct drbd_req *req, ssize_t r)
 			 drbd_op_names[req->op]);
 	if (res == 0)
 		res = (ssize_t)req->count;
+	if (res >= 0 && dioloop_iorec_get())
+		drbd_req_record(req);
 	atomic_fetch_sub(&d->inflight, 1);
 	if (!req->waiter) {
 		struct kiocb *iocb = req->iocb;
@@ -195,6 +225,8 @@ static int drbd_start(struct drbd *d, struct drbd_req *req, uint64_t pos,
 		r = rbd_aio_writev(d->image, req->iov, req->iovcnt, pos, req->c);
 		break;
 	case DRBD_FLUSH:
+		dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_COMMIT_SENT,
+				     d->url.url, 0, NULL, 0, false, NULL, 0);
 		r = rbd_aio_flush(d->image, req->c);
 		break;
 	case DRBD_DISCARD:
@@ -283,6 +315,7 @@ ssize_t drbd_submit_io(struct drbd *d, struct kiocb *iocb)
 		return -EINVAL;
 	}
 	req->count = count;
+	req->pos = pos;
 	/* From here an asynchronous request may complete (and iocb and req
 	 * be gone) at any moment: only the local waiter is read. */
 	ret = drbd_start(d, req, pos, count);

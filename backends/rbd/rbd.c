@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/iorec.h"
 #include "backends/rbd/rbd_int.h"
 
 /* The most map asks rbd_diff_iterate2 about at once (it stats each
@@ -173,9 +174,16 @@ static int drbd_flush(struct backend *b)
 {
 	struct drbd *d = b->priv;
 
+	int ret;
+
 	if (d->rdonly)
 		return 0;
-	return drbd_run_sync(d, DRBD_FLUSH, 0, 0);
+	dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_FLUSH_BEGIN, d->url.url, 0,
+			     NULL, 0, false, NULL, 0);
+	ret = drbd_run_sync(d, DRBD_FLUSH, 0, 0);
+	dioloop_iorec_remote(DIOLOOP_IOREC_REMOTE_FLUSH_END, d->url.url, 0,
+			     NULL, 0, false, NULL, ret);
+	return ret;
 }
 
 /* rbd_aio_discard.  Worker thread. */

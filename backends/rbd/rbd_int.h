@@ -80,6 +80,7 @@ struct drbd_req {
 	enum drbd_op op;
 	struct kiocb *iocb;		/* NULL for a waiting caller */
 	size_t count;			/* bytes a success reports */
+	uint64_t pos;			/* where a read or write starts */
 	struct iovec *iov;		/* kept alive until completion */
 	int iovcnt;
 	rbd_completion_t c;
