@@ -55,6 +55,8 @@ make_cow "$IT_TMP/corrupt/bad.img" 16M
 # Both superblocks' reserved bytes: neither copy is valid any more.
 printf 'X' | dd of=corrupt/bad.img bs=1 seek=200 conv=notrunc status=none
 printf 'X' | dd of=corrupt/bad.img bs=1 seek=$((4096 + 200)) conv=notrunc status=none
+# A good image beside it: a SOURCE with nothing servable is refused.
+truncate -s 1M corrupt/good.img
 start_daemon corrupt "$IT_TMP/mnt-corrupt"
 pid=$DAEMON_PID
 log=$DAEMON_LOG
