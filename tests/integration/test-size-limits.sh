@@ -23,9 +23,9 @@ mkdir -p "$SRC"
 # hide what another does; the raw ones share an image.
 COWS="cw cc cf ct"
 for img in $COWS; do
-	must "dioloop create -f cow $img.img" "$DIOLOOP_BIN" create -f cow --size 1M "$SRC/$img.img"
+	must "dioloop create --format cow $img.img" "$DIOLOOP_BIN" create --format cow --size 1M "$SRC/$img.img"
 done
-must "dioloop create -f cow cmax.img" "$DIOLOOP_BIN" create -f cow --size 1M "$SRC/cmax.img"
+must "dioloop create --format cow cmax.img" "$DIOLOOP_BIN" create --format cow --size 1M "$SRC/cmax.img"
 must "dioloop create r.img" "$DIOLOOP_BIN" create --size 1M "$SRC/r.img"
 must "dioloop create in.img" "$DIOLOOP_BIN" create --size 1M "$SRC/in.img"
 start_daemon "$SRC" "$MNT" -o growable
