@@ -1531,7 +1531,7 @@ START_TEST(test_raw_full_image_finds_the_holes_it_makes)
 	ck_assert_msg(h > 0, "the read after a discard found its hole");
 	img_teardown(&im);
 
-	img_filled(&im);
+	g_free(img_filled(&im));
 	ck_assert_int_eq(backend_resize(im.b, 2 * MiB), 0);
 	ck_assert_msg(backend_pread(im.b, back, 1 * MiB, 1 * MiB) ==
 		      (ssize_t)MiB && is_zero(back, 1 * MiB),
