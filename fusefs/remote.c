@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* A remote source: the cached listing of a directory on an NFS server
+/* A remote source: the cached listing of a directory on an NFS server or
+ * of a pool (or namespace) in a Ceph cluster, through the URL's backend
  * (remote.h). */
 #include <errno.h>
 #include <string.h>
