@@ -91,12 +91,13 @@ class RbdCluster:
         """Start it once (a failed start is not retried); returns self."""
         if self.proc is None:
             self.log(f"starting a Ceph cluster in {self.dir}")
-            self.start(self.dir, self.image, self.logpath)
+            self.start()
         if not self.ready:
             raise RuntimeError("the Ceph cluster did not start (see the first error)")
         return self
 
-    def start(self, directory, image, logpath, timeout=300):
+    def start(self, timeout=300):
+        directory, image, logpath = self.dir, self.image, self.logpath
         with open(logpath, "a") as logf:
             self.proc = subprocess.Popen(["bash", self.script, "start", directory],
                                          stdin=subprocess.DEVNULL, stdout=logf,
@@ -122,7 +123,9 @@ class RbdCluster:
         r = subprocess.run(["rbd", "du", "--format", "json", self.spec],
                            capture_output=True, text=True, timeout=120)
         m = re.search(r'"used_size":\s*(\d+)', r.stdout)
-        if m and int(m.group(1)) < size:
+        if not m:
+            self.log(f"could not check that {self.spec} is fully written: {r.stderr.strip()}")
+        elif int(m.group(1)) < size:
             raise RuntimeError(f"{self.spec} is not fully written "
                                f"({m.group(1)} of {size} bytes)")
         self.ready = True
@@ -140,12 +143,13 @@ class RbdCluster:
                          "ignores SIGTERM: SIGKILL")
                 self.proc.kill()
                 self.proc.wait()
-        if self.dir and os.path.exists(self.dir):
-            r = subprocess.run(["bash", self.script, "stop", self.dir],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                self.log(f"tools/ceph-cluster stop {self.dir} failed: "
-                         f"{r.stderr.strip()}")
+        if os.path.exists(self.dir):
+            with open(self.logpath, "a") as logf:
+                rc = subprocess.run(["bash", self.script, "stop", self.dir],
+                                    stdout=logf, stderr=logf).returncode
+            if rc != 0:
+                self.log(f"tools/ceph-cluster stop {self.dir} failed (exit {rc}); "
+                         f"log {self.logpath}")
         os.environ.pop("CEPH_CONF", None)
 
 
@@ -160,34 +164,29 @@ def parse_rbd_bench(out):
             float(m.group(4)) * _UNITS.get(m.group(5), 1))
 
 
-def _run_bench(spec, args, total, track, timeout):
-    """One rbd bench of total bytes: (parsed, wall seconds, error)."""
+def _run_bench(spec, args, total, timeout):
+    """One rbd bench of total bytes: (parsed, wall seconds, error).  On a
+    timeout or an exception (an interrupt of tools/bench) subprocess.run
+    kills it (SIGKILL: rbd ignores SIGTERM)."""
     cmd = ["rbd", "bench"] + args + ["--io-total", str(total), spec]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    track(proc)
     try:
-        out, err = proc.communicate(timeout=timeout)
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
         return None, 0, f"rbd bench did not finish in {timeout} s"
-    finally:
-        track(None)
     wall = time.monotonic() - t0
-    parsed = parse_rbd_bench(out)
-    if proc.returncode != 0 or parsed is None:
-        return None, wall, (f"rbd bench exit {proc.returncode}: " + " | ".join(
-            (out + err).strip().splitlines()[-2:]))
+    parsed = parse_rbd_bench(r.stdout)
+    if r.returncode != 0 or parsed is None:
+        return None, wall, (f"rbd bench exit {r.returncode}: " + " | ".join(
+            (r.stdout + r.stderr).strip().splitlines()[-2:]))
     return parsed, wall, None
 
 
-def rbd_bench_run(cluster, workload, spec, args, rnd, track):
+def rbd_bench_run(cluster, workload, spec, args, rnd):
     """rbd bench for one fio workload (spec: tools/bench's WORKLOADS
     tuple; args: its options, runtime and ramp): a result record like
-    tools/bench's fio records.  track(proc) is told the running rbd
-    process (None when it ended), to be killed on an interrupt."""
+    tools/bench's fio records."""
     _, rw, bs, qd, _ = spec
     runtime, ramp = args.runtime, args.ramp
     rec = {"kind": "run", "round": rnd, "target": "rbd-bench",
@@ -205,7 +204,7 @@ def rbd_bench_run(cluster, workload, spec, args, rnd, track):
     # time (at least 0.5 s).
     total, least = io * qd * 16, max(ramp, 0.5)
     for _ in range(12):
-        parsed, wall, err = _run_bench(cluster.spec, opts, total, track, 600)
+        parsed, wall, err = _run_bench(cluster.spec, opts, total, 600)
         if err:
             rec["error"] = "warm-up: " + err
             return rec
@@ -214,8 +213,7 @@ def rbd_bench_run(cluster, workload, spec, args, rnd, track):
             break
         total *= 4 if wall < least / 4 else 2
     total = max(io * qd, int(rate * runtime) // io * io)
-    parsed, wall, err = _run_bench(cluster.spec, opts, total, track,
-                                   10 * runtime + 120)
+    parsed, wall, err = _run_bench(cluster.spec, opts, total, 10 * runtime + 120)
     if err:
         rec["error"] = err
         return rec
