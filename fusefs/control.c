@@ -457,14 +457,17 @@ static int ctl_cow_node(struct dioloop_fs *fs, const char *cmd,
 			const char *name, struct dioloop_node **node,
 			GString *reply)
 {
+	struct dioloop_migration_view mv;
 	int ret = ctl_node(fs, cmd, name, node, reply);
 
 	if (ret < 0)
 		return ret;
-	if (dioloop_node_migrating(*node)) {
-		g_string_append_printf(reply, "%s: '%s' is being migrated; "
-				       "try again when that ended\n", cmd,
-				       name);
+	if (dioloop_node_migration_view(*node, &mv)) {
+		g_string_append_printf(reply, "%s: a migration to %s is "
+				       "running on '%s'; try again when it "
+				       "ended (dioloop migrate --status)\n",
+				       cmd, mv.dest, name);
+		dioloop_migration_view_clear(&mv);
 		ret = -EBUSY;
 	} else if (!(*node)->cow) {
 		g_string_append_printf(reply, "%s: '%s' is not a cow image "

@@ -383,7 +383,8 @@ static void add_details_json(JsonBuilder *jb, const struct image_details *id,
 
 /* Print info as JSON (the format's details when d). */
 static void print_json(const char *path, const struct backend_info *info,
-		       const struct image_details *d, const char *volume)
+		       const struct image_details *d, const char *volume,
+		       const char *migrated_to)
 {
 	g_autoptr(JsonBuilder) jb = json_builder_new();
 	g_autoptr(JsonGenerator) gen = json_generator_new();
@@ -399,6 +400,17 @@ static void print_json(const char *path, const struct backend_info *info,
 	json_builder_add_int_value(jb, (gint64)info->size);
 	json_builder_set_member_name(jb, "allocated");
 	json_builder_add_int_value(jb, (gint64)info->allocated);
+	if (migrated_to) {
+		/* The data lives there: format, size and the rest are
+		 * the destination's. */
+		json_builder_set_member_name(jb, "migrated_to");
+		json_builder_begin_object(jb);
+		json_builder_set_member_name(jb, "path");
+		json_builder_add_string_value(jb, migrated_to);
+		json_builder_set_member_name(jb, "format");
+		json_builder_add_string_value(jb, info->format);
+		json_builder_end_object(jb);
+	}
 	if (d)
 		add_details_json(jb, d, volume);
 	json_builder_end_object(jb);
@@ -424,6 +436,7 @@ int dioloop_cmd_info(int argc, char **argv)
 	};
 	bool json;
 	struct dioloop_image_ref ref;
+	g_autofree char *migrated_to = NULL;
 	struct image_details d = { 0 };
 	g_autoptr(GError) error = NULL;
 	struct backend_info info;
@@ -461,6 +474,13 @@ int dioloop_cmd_info(int argc, char **argv)
 		dioloop_image_ref_clear(&ref);
 		return DIOLOOP_EXIT_USAGE;
 	}
+	/* A migrated image: the data lives at the destination, and that
+	 * is what the node serves. */
+	migrated_to = dioloop_image_ref_redirect(&ref);
+	if (migrated_to) {
+		g_free(ref.image);
+		ref.image = g_strdup(migrated_to);
+	}
 	ret = dioloop_image_ref_open(&ref, BACKEND_OPEN_RDONLY, &b, &type,
 				     &error);
 	if (ret < 0) {
@@ -482,7 +502,8 @@ int dioloop_cmd_info(int argc, char **argv)
 	}
 	details = ret > 0;
 	if (json) {
-		print_json(argv[1], &info, details ? &d : NULL, ref.volume);
+		print_json(argv[1], &info, details ? &d : NULL, ref.volume,
+			   migrated_to);
 	} else {
 		/* Without details: the lines as they always were; with
 		 * them: more, aligned. */
@@ -496,6 +517,9 @@ int dioloop_cmd_info(int argc, char **argv)
 		       dioloop_format_size(info.allocated, s2, sizeof(s2)));
 		if (ref.volume)
 			printf("%-*s%s\n", w, "volume:", ref.volume);
+		if (migrated_to)
+			printf("%-*sto %s (%s)\n", w,
+			       "migrated:", migrated_to, info.format);
 		if (details)
 			print_details_text(&d);
 	}

@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/sidecar.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/control.h"
 #include "fusefs/cli/control_client.h"
 #include "fusefs/imagelock.h"
 #include "fusefs/mountinfo.h"
+#include "fusefs/redirect.h"
 
 #define CTL_REPLY_MAX (4 << 20)	/* a scrub lists every bad block */
 /* The file system type and source prefix of a dioloop mount in
@@ -153,6 +155,63 @@ void dioloop_image_ref_clear(struct dioloop_image_ref *ref)
 	*ref = (struct dioloop_image_ref){ 0 };
 }
 
+/* True when image (a path) has a redirect file beside it: a migrated
+ * image, which may have been removed after the switch. */
+static bool has_redirect(const char *image)
+{
+	g_autofree char *dir = g_path_get_dirname(image);
+	g_autofree char *base = g_path_get_basename(image);
+	g_autofree char *name = dioloop_redirect_name(base);
+	g_autofree char *path = g_build_filename(dir, name, NULL);
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+char *dioloop_image_ref_redirect(const struct dioloop_image_ref *ref)
+{
+	g_autofree char *dir = NULL, *base = NULL, *name = NULL;
+	char buf[DIOLOOP_REDIRECT_MAX + 1];
+	struct dioloop_redirect r;
+	struct stat st;
+	char *dest = NULL;
+	ssize_t n;
+	int dirfd;
+
+	if (!ref->image || backend_is_url(ref->image))
+		return NULL;
+	dir = g_path_get_dirname(ref->image);
+	base = g_path_get_basename(ref->image);
+	name = dioloop_redirect_name(base);
+	dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return NULL;
+	n = sidecar_read(dirfd, name, buf, sizeof(buf), NULL);
+	if (n <= 0 || (size_t)n >= DIOLOOP_REDIRECT_MAX ||
+	    strlen(buf) != (size_t)n || dioloop_redirect_parse(buf, &r) < 0) {
+		close(dirfd);
+		return NULL;
+	}
+	/* As the daemon: for this image, which is still the file
+	 * migrated (or gone), to a target that is still the file made. */
+	if (strcmp(r.name, base))
+		goto out;
+	if (fstatat(dirfd, base, &st, 0) == 0 &&
+	    ((uint64_t)st.st_dev != r.image_dev ||
+	     (uint64_t)st.st_ino != r.image_ino))
+		goto out;
+	if ((r.target_dev || r.target_ino) &&
+	    (lstat(r.path, &st) < 0 || !S_ISREG(st.st_mode) ||
+	     (uint64_t)st.st_dev != r.target_dev ||
+	     (uint64_t)st.st_ino != r.target_ino))
+		goto out;
+	dest = g_steal_pointer(&r.path);
+out:
+	dioloop_redirect_clear(&r);
+	close(dirfd);
+	return dest;
+}
+
 /* A node of a mount at dir: online; the image in the mount's source. */
 static void resolve_node(const char *dir, const char *name, char *ctl,
 			 struct dioloop_image_ref *ref)
@@ -167,7 +226,8 @@ static void resolve_node(const char *dir, const char *name, char *ctl,
 	if (!find_dioloop_mount(dir, NULL, &source, NULL))
 		return;
 	path = g_build_filename(source, name, NULL);
-	if (stat(path, &st) == 0) {
+	/* A migrated image: maybe removed after the switch. */
+	if (stat(path, &st) == 0 || has_redirect(path)) {
 		ref->image = g_steal_pointer(&path);
 		return;
 	}
@@ -241,6 +301,17 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 		return 0;
 	}
 	real = absolute_path(arg);
+	if (!real && errno == ENOENT && has_redirect(arg)) {
+		/* An image migrated away and removed: its redirect stays. */
+		g_autofree char *d = g_path_get_dirname(arg);
+		g_autofree char *rd = realpath(d, NULL);
+
+		base = g_path_get_basename(arg);
+		if (rd)
+			real = g_build_filename(rd, base, NULL);
+		g_clear_pointer(&base, g_free);
+		errno = ENOENT;
+	}
 	if (real) {
 		resolve_existing(real, ref);
 		return 0;

@@ -59,6 +59,14 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 void dioloop_image_ref_clear(struct dioloop_image_ref *ref);
 
 /*
+ * Where ref's image lives when a migration switched it away: the path or
+ * URL its redirect (fusefs/redirect.h) names, believed as the daemon
+ * believes it (ours, written for this image, the image and the target
+ * still the files it names); NULL when there is none (g_free it).
+ */
+char *dioloop_image_ref_redirect(const struct dioloop_image_ref *ref);
+
+/*
  * Open ref's image offline (backend_probe chooses the backend; its name
  * in *type), volume included: 0, or -errno with a one-line reason in
  * *error.  A URL's backend line is that reason; a local image's is

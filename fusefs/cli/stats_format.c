@@ -189,6 +189,7 @@ struct node_rates {
 	double r_p50, r_p99, w_p50, w_p99;	/* us */
 	gint64 in_flight, queued;
 	bool scrubbing;
+	JsonObject *migration;		/* the running migration, or NULL */
 	double busy;			/* what sorts busy nodes first */
 };
 
@@ -214,8 +215,33 @@ static void node_rates_get(JsonObject *o, JsonObject *n, double dt,
 		       get_obj(n, "scrub") &&
 		       json_object_get_boolean_member_with_default(
 			       get_obj(n, "scrub"), "running", FALSE);
+	r->migration = get_obj(n, "migration");
 	r->busy = r->r_ops + r->w_ops + r->f_ops + r->errors +
-		  (double)(r->in_flight + r->queued) + (r->scrubbing ? 1 : 0);
+		  (double)(r->in_flight + r->queued) + (r->scrubbing ? 1 : 0) +
+		  (r->migration ? 1 : 0);
+}
+
+/* The line under a migrating node: its phase and progress, cut to 80
+ * columns with the rest of the row (prefix: the time, or nothing). */
+static void print_migration(const char *prefix, JsonObject *m)
+{
+	gint64 done = get_int(m, "copied", NULL);
+	gint64 left = get_int(m, "remaining", NULL);
+	const char *phase = json_object_get_string_member_with_default(
+		m, "phase", "?");
+	const char *dest = json_object_get_string_member_with_default(
+		m, "dest", "?");
+	char d[16], l[16], r[16], line[4200];
+
+	snprintf(line, sizeof(line), "%s  migration %s %.0f%% pass %"
+		 G_GINT64_FORMAT ": %s copied, %s left, %s/s -> %s", prefix,
+		 phase, done + left ? 100.0 * (double)done /
+					 (double)(done + left) : 0.0,
+		 get_int(m, "pass", NULL), bytes_str((double)done, d, 16),
+		 bytes_str((double)left, l, 16),
+		 bytes_str((double)get_int(m, "rate_bps", NULL), r, 16),
+		 dest);
+	printf("%.80s\n", line);
 }
 
 static gint by_busy(gconstpointer a, gconstpointer b)
@@ -300,6 +326,13 @@ void stats_print_rates(JsonObject *prev, JsonObject *cur, double dt,
 		       MIN(r->throttled * 100, 999), MIN(r->errors, 9999),
 		       MIN(r->in_flight + r->queued, 999));
 		shown++;
+		if (r->migration) {
+			g_autofree char *pre = g_strdup_printf(
+				"%s%s", v->tty ? "" : when, v->tty ? "" : " ");
+
+			print_migration(pre, r->migration);
+			shown++;
+		}
 	}
 	g_array_free(rates, TRUE);
 	fflush(stdout);
