@@ -326,7 +326,8 @@ void stats_print_rates(JsonObject *prev, JsonObject *cur, double dt,
 		       MIN(r->throttled * 100, 999), MIN(r->errors, 9999),
 		       MIN(r->in_flight + r->queued, 999));
 		shown++;
-		if (r->migration) {
+		if (r->migration &&
+		    !(v->tty && v->rows > 3 && shown >= v->rows - 3)) {
 			g_autofree char *pre = g_strdup_printf(
 				"%s%s", v->tty ? "" : when, v->tty ? "" : " ");
 
