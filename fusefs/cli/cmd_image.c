@@ -384,7 +384,7 @@ static void add_details_json(JsonBuilder *jb, const struct image_details *id,
 /* Print info as JSON (the format's details when d). */
 static void print_json(const char *path, const struct backend_info *info,
 		       const struct image_details *d, const char *volume,
-		       const char *migrated_to)
+		       const char *migrated_to, const char *protocol)
 {
 	g_autoptr(JsonBuilder) jb = json_builder_new();
 	g_autoptr(JsonGenerator) gen = json_generator_new();
@@ -396,6 +396,11 @@ static void print_json(const char *path, const struct backend_info *info,
 	json_builder_add_string_value(jb, path);
 	json_builder_set_member_name(jb, "format");
 	json_builder_add_string_value(jb, info->format);
+	if (protocol) {
+		/* Where the image is: "format" stays what the bytes are. */
+		json_builder_set_member_name(jb, "protocol");
+		json_builder_add_string_value(jb, protocol);
+	}
 	json_builder_set_member_name(jb, "size");
 	json_builder_add_int_value(jb, (gint64)info->size);
 	json_builder_set_member_name(jb, "allocated");
@@ -409,6 +414,10 @@ static void print_json(const char *path, const struct backend_info *info,
 		json_builder_add_string_value(jb, migrated_to);
 		json_builder_set_member_name(jb, "format");
 		json_builder_add_string_value(jb, info->format);
+		if (protocol) {
+			json_builder_set_member_name(jb, "protocol");
+			json_builder_add_string_value(jb, protocol);
+		}
 		json_builder_end_object(jb);
 	}
 	if (d)
@@ -436,7 +445,8 @@ int dioloop_cmd_info(int argc, char **argv)
 	};
 	bool json;
 	struct dioloop_image_ref ref;
-	g_autofree char *migrated_to = NULL;
+	g_autofree char *migrated_to = NULL, *protocol = NULL;
+	g_autofree char *shown_format = NULL;
 	struct image_details d = { 0 };
 	g_autoptr(GError) error = NULL;
 	struct backend_info info;
@@ -494,6 +504,17 @@ int dioloop_cmd_info(int argc, char **argv)
 		dioloop_err("info: %s: %s", argv[1], g_strerror(-ret));
 		goto out;
 	}
+	/* An image on a protocol (nfs://): the protocol's backend serves
+	 * a raw image; a container format says its own name. */
+	if (backend_is_url(ref.image)) {
+		protocol = g_strndup(ref.image, strcspn(ref.image, ":"));
+		if (!strcmp(info.format, protocol))
+			g_strlcpy(info.format, "raw", sizeof(info.format));
+		shown_format = g_strdup_printf("%s on %s", info.format,
+					       protocol);
+	} else {
+		shown_format = g_strdup(info.format);
+	}
 	ret = image_details_get(b, ref.image, &d, &error);
 	backend_close(b);
 	if (ret < 0) {
@@ -503,7 +524,7 @@ int dioloop_cmd_info(int argc, char **argv)
 	details = ret > 0;
 	if (json) {
 		print_json(argv[1], &info, details ? &d : NULL, ref.volume,
-			   migrated_to);
+			   migrated_to, protocol);
 	} else {
 		/* Without details: the lines as they always were; with
 		 * them: more, aligned. */
@@ -511,7 +532,7 @@ int dioloop_cmd_info(int argc, char **argv)
 
 		printf("%-*s%s\n%-*s%s\n%-*s%" PRIu64 " (%s)\n%-*s%" PRIu64
 		       " (%s)\n", w, "path:", argv[1], w, "format:",
-		       info.format, w, "size:", info.size,
+		       shown_format, w, "size:", info.size,
 		       dioloop_format_size(info.size, s1, sizeof(s1)),
 		       w, "allocated:", info.allocated,
 		       dioloop_format_size(info.allocated, s2, sizeof(s2)));
@@ -519,7 +540,7 @@ int dioloop_cmd_info(int argc, char **argv)
 			printf("%-*s%s\n", w, "volume:", ref.volume);
 		if (migrated_to)
 			printf("%-*sto %s (%s)\n", w,
-			       "migrated:", migrated_to, info.format);
+			       "migrated:", migrated_to, shown_format);
 		if (details)
 			print_details_text(&d);
 	}
