@@ -118,6 +118,16 @@ run stats --count 2 mnt
 run stats --output=yaml mnt
 run migrate mnt/nope.img x.img
 run migrate -d mnt/r.img x.img
+run migrate --status mnt/r.img
+run migrate --status --json mnt/r.img
+run migrate --status mnt/r.img x.img
+run migrate --status
+run migrate --status --cancel mnt/r.img
+run migrate --json mnt/r.img x.img
+run migrate --status --output=xml mnt/r.img
+run migrate --status mnt/nope.img
+run migrate --status mnt
+run migrate --status missing/r.img
 run snapshot --delete mnt/c.img nosuch
 run snapshot --delete mnt/c.img s1
 compare mount
