@@ -548,7 +548,7 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 	struct dioloop_node *node, *img;
 	g_autoptr(GError) error = NULL;
 	struct backend *b;
-	g_autofree char *volume = NULL;
+	g_autofree char *volume = NULL, *image = NULL;
 	int ret;
 
 	if (argc != 1) {
@@ -569,6 +569,7 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 		return node->cow ? -EBUSY : -EOPNOTSUPP;
 	}
 	volume = g_strdup(node->volume);
+	image = g_strdup(node->image);	/* the node may go with its lookup */
 	/* A scrub of the container reads every volume's map: closing one
 	 * under it would pull its pages away. */
 	g_mutex_lock(&fs->lock);
@@ -578,10 +579,15 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 	if (ret == 0)
 		ret = ctl_node(fs, "delete-volume", node->image, &img, reply);
 	dioloop_node_forget(fs, node->ino, 1);
+	if (ret == -EBUSY && scrubbing) {
+		g_string_append_printf(reply, "delete-volume: a scrub of %s "
+				       "is running; try again when it "
+				       "ended\n", image);
+		return ret;
+	}
 	if (ret == -EBUSY) {
 		g_string_append_printf(reply, "delete-volume: '%s' is in use "
-				       "(open, I/O or a command on it, or a "
-				       "scrub of its image)\n",
+				       "(open, I/O or a command on it)\n",
 				       argv[0]);
 		return ret;
 	}
