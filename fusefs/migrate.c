@@ -600,77 +600,6 @@ static void job_free(struct dioloop_migration *job)
 
 /* ---- control commands ---- */
 
-/*
- * What a migration cannot take: a cow image with other volumes (only the
- * node's own volume would move, and the others would be cut off from
- * it), an image served under several names (a symlink alias would keep
- * writing the source), a node a control command is using (a scrub or a
- * snapshot over the backend the switch replaces).  0 or -errno with the
- * reason in reply.
- */
-static int migrate_check_node(struct dioloop_fs *fs, struct dioloop_node *node,
-			      GString *reply)
-{
-	struct dioloop_migration_view mv;
-	struct stat lst;
-	bool aliased, busy, scrubbing;
-
-	/* A running migration holds the node as a control command does:
-	 * name it. */
-	if (dioloop_node_migration_view(node, &mv)) {
-		g_string_append_printf(reply, "migrate: a migration to %s is running on '%s' (dioloop migrate --status, --cancel)\n",
-				       mv.dest, node->name);
-		dioloop_migration_view_clear(&mv);
-		return -EBUSY;
-	}
-	if (node->cow) {
-		struct backend *b = dioloop_node_backend_get(node);
-		GArray *vols = g_array_new(FALSE, TRUE,
-					   sizeof(struct backend_volume_info));
-		int ret = b ? backend_volume_list(
-					dioloop_node_volume_backend(b),
-					vols, NULL) : -ENOENT;
-		guint n = vols->len;
-
-		if (b)
-			dioloop_node_backend_put(node);
-		g_array_free(vols, TRUE);
-		if (ret < 0) {
-			g_string_append_printf(reply, "migrate: '%s': listing its volumes: %s\n",
-					       node->name, g_strerror(-ret));
-			return ret;
-		}
-		if (n > 1) {
-			g_string_append_printf(reply, "migrate: '%s' has snapshots or clones; a migration moves one volume: delete them, or convert a snapshot instead\n",
-					       node->name);
-			return -EOPNOTSUPP;
-		}
-	}
-	g_mutex_lock(&fs->lock);
-	aliased = node->lock && node->lock->refs > 1;
-	busy = node->ctl_users > 0;
-	scrubbing = node->lock && node->lock->scrubbing;
-	g_mutex_unlock(&fs->lock);
-	if (aliased || (fstatat(fs->source_fd, node->image, &lst,
-				AT_SYMLINK_NOFOLLOW) == 0 &&
-			S_ISLNK(lst.st_mode))) {
-		g_string_append_printf(reply, "migrate: '%s' is served under more than one name (a symlink); migrate the image by its own name with no alias in use\n",
-				       node->name);
-		return -EBUSY;
-	}
-	if (scrubbing) {
-		g_string_append_printf(reply, "migrate: a scrub is running on '%s'; try again when it ended\n",
-				       node->name);
-		return -EBUSY;
-	}
-	if (busy) {
-		g_string_append_printf(reply, "migrate: a control command (scrub, snapshot) is using '%s'; try again when it ended\n",
-				       node->name);
-		return -EBUSY;
-	}
-	return 0;
-}
-
 /* A node for a migrate command: looked up (the caller forgets it). */
 static int migrate_node(struct dioloop_fs *fs, const char *cmd,
 			const char *name, struct dioloop_node **node,
@@ -708,43 +637,6 @@ static bool job_running(struct dioloop_migration *job)
 	running = job->state == JOB_COPYING || job->state == JOB_SWITCHING;
 	g_mutex_unlock(&job->lock);
 	return running;
-}
-
-static int parse_migrate_opts(struct dioloop_migration *job, int argc,
-			      char **argv, GString *reply)
-{
-	int i;
-
-	for (i = 0; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (g_str_has_prefix(a, "format=")) {
-			g_free(job->format);
-			job->format = g_strdup(a + 7);
-			if (strcmp(job->format, "raw") &&
-			    strcmp(job->format, "cow")) {
-				g_string_append_printf(reply, "migrate: unknown format '%s'\n",
-						       job->format);
-				return -EINVAL;
-			}
-		} else if (g_str_has_prefix(a, "bps=")) {
-			if (dioloop_parse_u64(a + 4, UINT64_MAX,
-					      &job->opts.bps) < 0) {
-				g_string_append_printf(reply, "migrate: bad %s\n",
-						       a);
-				return -EINVAL;
-			}
-		} else if (!strcmp(a, "ignore_bad_blocks")) {
-			job->opts.ignore_bad_blocks = true;
-		} else if (!strcmp(a, "remove_source")) {
-			job->remove_source = true;
-		} else {
-			g_string_append_printf(reply, "migrate: unknown option '%s'\n",
-					       a);
-			return -EINVAL;
-		}
-	}
-	return 0;
 }
 
 /*
@@ -806,7 +698,9 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	g_mutex_init(&job->lock);
 	job->fs = fs;
 	job->dest = g_strdup(argv[1]);
-	ret = parse_migrate_opts(job, argc - 2, argv + 2, reply);
+	ret = dioloop_migrate_parse_opts(argc - 2, argv + 2, &job->format,
+					    &job->opts, &job->remove_source,
+					    reply);
 	if (ret < 0)
 		goto err_job;
 	if (backend_is_url(job->dest)) {
@@ -857,7 +751,7 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	}
 	if (!job->format)
 		job->format = g_strdup(node->cow ? "cow" : "raw");
-	ret = migrate_check_node(fs, node, reply);
+	ret = dioloop_migrate_check_node(fs, node, reply);
 	if (ret < 0)
 		goto err_node;
 	ret = dioloop_node_ctl_begin(fs, node);

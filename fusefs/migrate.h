@@ -47,6 +47,16 @@ int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
 int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
 			       GString *reply);
 
+/* migrate_checks.c: what a node must be to be migrated (0, or -errno
+ * with the reason in reply), and the options after DEST (format=,
+ * bps=, ignore_bad_blocks, remove_source: 0 or -EINVAL after a reply). */
+struct migrate_opts;
+int dioloop_migrate_check_node(struct dioloop_fs *fs,
+			       struct dioloop_node *node, GString *reply);
+int dioloop_migrate_parse_opts(int argc, char **argv, char **format,
+			       struct migrate_opts *opts, bool *remove_source,
+			       GString *reply);
+
 /* True while a migration of node runs (a resize must wait: EBUSY). */
 bool dioloop_node_migrating(struct dioloop_node *node);
 

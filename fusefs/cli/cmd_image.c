@@ -381,10 +381,29 @@ static void add_details_json(JsonBuilder *jb, const struct image_details *id,
 	json_builder_end_array(jb);
 }
 
+/* The migration running on ref's node, if a mount serves it: true with
+ * *st filled. */
+static bool running_migration(const struct dioloop_image_ref *ref,
+			      struct dioloop_migrate_status *st)
+{
+	g_autoptr(GString) reply = NULL;
+	g_autofree char *qnode = NULL;
+
+	if (!ref->ctl || !ref->node)
+		return false;
+	reply = g_string_new(NULL);
+	qnode = g_shell_quote(ref->node);
+	if (dioloop_migrate_status_get(ref->ctl, qnode, st, reply) < 0)
+		return false;
+	return st->dest[0] && (!strcmp(st->state, "copying") ||
+			       !strcmp(st->state, "switching"));
+}
+
 /* Print info as JSON (the format's details when d). */
 static void print_json(const char *path, const struct backend_info *info,
 		       const struct image_details *d, const char *volume,
-		       const char *migrated_to, const char *protocol)
+		       const char *migrated_to, const char *protocol,
+		       const struct dioloop_migrate_status *mig)
 {
 	g_autoptr(JsonBuilder) jb = json_builder_new();
 	g_autoptr(JsonGenerator) gen = json_generator_new();
@@ -420,6 +439,22 @@ static void print_json(const char *path, const struct backend_info *info,
 		}
 		json_builder_end_object(jb);
 	}
+	if (mig) {
+		json_builder_set_member_name(jb, "migrating");
+		json_builder_begin_object(jb);
+		json_builder_set_member_name(jb, "dest");
+		json_builder_add_string_value(jb, mig->dest);
+		json_builder_set_member_name(jb, "format");
+		json_builder_add_string_value(jb, mig->format);
+		json_builder_set_member_name(jb, "phase");
+		json_builder_add_string_value(jb, mig->state);
+		json_builder_set_member_name(jb, "copied");
+		json_builder_add_int_value(jb, (gint64)mig->done);
+		json_builder_set_member_name(jb, "remaining");
+		json_builder_add_int_value(jb, (gint64)(mig->total > mig->done ?
+						mig->total - mig->done : 0));
+		json_builder_end_object(jb);
+	}
 	if (d)
 		add_details_json(jb, d, volume);
 	json_builder_end_object(jb);
@@ -447,6 +482,8 @@ int dioloop_cmd_info(int argc, char **argv)
 	struct dioloop_image_ref ref;
 	g_autofree char *migrated_to = NULL, *protocol = NULL;
 	g_autofree char *shown_format = NULL;
+	struct dioloop_migrate_status mig;
+	bool migrating = false;
 	struct image_details d = { 0 };
 	g_autoptr(GError) error = NULL;
 	struct backend_info info;
@@ -522,9 +559,10 @@ int dioloop_cmd_info(int argc, char **argv)
 		goto out;
 	}
 	details = ret > 0;
+	migrating = running_migration(&ref, &mig);
 	if (json) {
 		print_json(argv[1], &info, details ? &d : NULL, ref.volume,
-			   migrated_to, protocol);
+			   migrated_to, protocol, migrating ? &mig : NULL);
 	} else {
 		/* Without details: the lines as they always were; with
 		 * them: more, aligned. */
@@ -541,6 +579,11 @@ int dioloop_cmd_info(int argc, char **argv)
 		if (migrated_to)
 			printf("%-*sto %s (%s)\n", w,
 			       "migrated:", migrated_to, shown_format);
+		if (migrating)
+			printf("%-*sto %s (%s): %s, %.0f%% copied\n", w,
+			       "migrating:", mig.dest, mig.format, mig.state,
+			       mig.total ? 100.0 * (double)mig.done /
+					   (double)mig.total : 0.0);
 		if (details)
 			print_details_text(&d);
 	}

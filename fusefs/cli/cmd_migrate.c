@@ -31,59 +31,6 @@ static void on_interrupt(int sig)
 	interrupted = 1;
 }
 
-/* A migrate-status reply, parsed. */
-struct migrate_status {
-	char state[16];			/* idle, copying, switching, done,
-					 * failed, cancelled */
-	uint64_t done, total, dirty, passes, retried, failed, bad;
-	uint64_t rate, elapsed_ms;
-	char message[512];		/* the "message:" line, if any */
-	char format[16];		/* the "dest:" line: FORMAT PATH */
-	char dest[4096];
-};
-
-static uint64_t field(const char *line, const char *key)
-{
-	g_autofree char *pat = g_strdup_printf(" %s=", key);
-	const char *p = strstr(line, pat);
-
-	return p ? g_ascii_strtoull(p + strlen(pat), NULL, 10) : 0;
-}
-
-static void parse_status(const char *reply, struct migrate_status *st)
-{
-	g_auto(GStrv) lines = g_strsplit(reply, "\n", -1);
-	guint i;
-
-	memset(st, 0, sizeof(*st));
-	if (!lines[0])
-		return;
-	sscanf(lines[0], "%15s", st->state);
-	st->done = field(lines[0], "done");
-	st->total = field(lines[0], "total");
-	st->dirty = field(lines[0], "dirty");
-	st->passes = field(lines[0], "passes");
-	st->retried = field(lines[0], "retried");
-	st->failed = field(lines[0], "failed");
-	st->bad = field(lines[0], "bad");
-	st->rate = field(lines[0], "rate");
-	st->elapsed_ms = field(lines[0], "elapsed_ms");
-	for (i = 1; lines[i]; i++) {
-		const char *sp;
-
-		if (g_str_has_prefix(lines[i], "message: "))
-			g_strlcpy(st->message, lines[i] + 9,
-				  sizeof(st->message));
-		else if (g_str_has_prefix(lines[i], "dest: ") &&
-			 (sp = strchr(lines[i] + 6, ' '))) {
-			g_strlcpy(st->format, lines[i] + 6,
-				  MIN(sizeof(st->format),
-				      (size_t)(sp - lines[i] - 6) + 1));
-			g_strlcpy(st->dest, sp + 1, sizeof(st->dest));
-		}
-	}
-}
-
 static bool state_is_final(const char *state)
 {
 	return !strcmp(state, "done") || !strcmp(state, "failed") ||
@@ -110,18 +57,14 @@ static int send_line(const char *ctl, const char *fmt, ...)
 }
 
 static int get_status(const char *ctl, const char *qnode,
-		      struct migrate_status *st)
+		      struct dioloop_migrate_status *st)
 {
 	g_autoptr(GString) reply = g_string_new(NULL);
-	g_autofree char *line = g_strdup_printf("migrate-status %s\n", qnode);
-	int ret = dioloop_ctl_send(ctl, line, reply);
+	int ret = dioloop_migrate_status_get(ctl, qnode, st, reply);
 
-	if (ret < 0) {
+	if (ret < 0)
 		dioloop_err_reply("migrate", "migrate-status", reply->str, ret);
-		return ret;
-	}
-	parse_status(reply->str, st);
-	return 0;
+	return ret;
 }
 
 /* Follow a started migration to its end: the exit status. */
@@ -129,7 +72,7 @@ static int follow(const char *ctl, const char *qnode, const char *node,
 		  bool force_bar)
 {
 	struct dioloop_progress bar;
-	struct migrate_status st;
+	struct dioloop_migrate_status st;
 	bool cancel_sent = false;
 	char a[32];
 
@@ -173,7 +116,7 @@ static int follow(const char *ctl, const char *qnode, const char *node,
 static int print_status(const char *ctl, const char *qnode, const char *node,
 			bool json)
 {
-	struct migrate_status st;
+	struct dioloop_migrate_status st;
 	char a[32], b[32], c[32], r[32];
 	bool running;
 

@@ -107,6 +107,64 @@ int dioloop_ctl_run(const char *cmd, const struct dioloop_ctl_target *t,
 	return DIOLOOP_EXIT_OK;
 }
 
+/* ---- migrate-status ---- */
+
+static uint64_t field(const char *line, const char *key)
+{
+	g_autofree char *pat = g_strdup_printf(" %s=", key);
+	const char *p = strstr(line, pat);
+
+	return p ? g_ascii_strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+static void parse_status(const char *reply, struct dioloop_migrate_status *st)
+{
+	g_auto(GStrv) lines = g_strsplit(reply, "\n", -1);
+	guint i;
+
+	memset(st, 0, sizeof(*st));
+	if (!lines[0])
+		return;
+	sscanf(lines[0], "%15s", st->state);
+	st->done = field(lines[0], "done");
+	st->total = field(lines[0], "total");
+	st->dirty = field(lines[0], "dirty");
+	st->passes = field(lines[0], "passes");
+	st->retried = field(lines[0], "retried");
+	st->failed = field(lines[0], "failed");
+	st->bad = field(lines[0], "bad");
+	st->rate = field(lines[0], "rate");
+	st->elapsed_ms = field(lines[0], "elapsed_ms");
+	for (i = 1; lines[i]; i++) {
+		const char *sp;
+
+		if (g_str_has_prefix(lines[i], "message: "))
+			g_strlcpy(st->message, lines[i] + 9,
+				  sizeof(st->message));
+		else if (g_str_has_prefix(lines[i], "dest: ") &&
+			 (sp = strchr(lines[i] + 6, ' '))) {
+			g_strlcpy(st->format, lines[i] + 6,
+				  MIN(sizeof(st->format),
+				      (size_t)(sp - lines[i] - 6) + 1));
+			g_strlcpy(st->dest, sp + 1, sizeof(st->dest));
+		}
+	}
+}
+
+
+int dioloop_migrate_status_get(const char *ctl, const char *qnode,
+			       struct dioloop_migrate_status *st,
+			       GString *reply)
+{
+	g_autofree char *line = g_strdup_printf("migrate-status %s\n", qnode);
+	int ret = dioloop_ctl_send(ctl, line, reply);
+
+	if (ret < 0)
+		return ret;
+	parse_status(reply->str, st);
+	return 0;
+}
+
 /* ---- which mount serves an image ---- */
 
 /*

@@ -39,6 +39,23 @@ int dioloop_ctl_send(const char *ctl, const char *line, GString *reply);
 int dioloop_ctl_run(const char *cmd, const struct dioloop_ctl_target *t,
 		    const char *line);
 
+/* A node's migrate-status reply (fusefs/migrate.h), parsed. */
+struct dioloop_migrate_status {
+	char state[16];			/* idle, copying, switching, done,
+					 * failed, cancelled */
+	uint64_t done, total, dirty, passes, retried, failed, bad;
+	uint64_t rate, elapsed_ms;
+	char message[512];		/* the "message:" line, if any */
+	char format[16];		/* the "dest:" line: FORMAT PATH */
+	char dest[4096];		/* "" when no migration ran */
+};
+
+/* Ask ctl for the migration of qnode (a shell-quoted node name): 0 with
+ * *st, or -errno with the daemon's reply in reply. */
+int dioloop_migrate_status_get(const char *ctl, const char *qnode,
+			       struct dioloop_migrate_status *st,
+			       GString *reply);
+
 /*
  * An IMAGE[@VOLUME] argument, or a node path MOUNTPOINT/NODE, resolved.
  * Online (ctl set): a running mount serves the image, and commands go

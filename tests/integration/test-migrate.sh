@@ -218,6 +218,11 @@ expect_eq "stats.json: bytes copied, remaining, rate > 0" "true true true" \
 	"$(jq -r '"\(.copied > 0) \(.remaining > 0) \(.rate_bps > 0)"' <<<"$mig" 2>&1)"
 expect_eq "stats.json: no migration on an idle node" null \
 	"$(jq -c '.nodes["b.img"].migration' "$MNT/.dioloop/stats.json" 2>&1)"
+expect_match "info on the node says it is being migrated, and where to" \
+	".*format: +raw .*migrating: +to $DST/c3\.raw \(raw\): copying, [0-9]+% copied.*" \
+	"$("$DIOLOOP_BIN" info "$MNT/c.img" 2>&1 | tr '\n' ' ')"
+expect_eq "info --json on the source image: migrating" "$DST/c3.raw copying" \
+	"$(info_json "$SRC/c.img" | jq -r '"\(.migrating.dest) \(.migrating.phase)"' 2>&1)"
 out=$("$DIOLOOP_BIN" migrate --status "$MNT/c.img" 2>&1)
 expect_match "migrate --status of the running migration" \
 	"c\.img: migrating to $DST/c3\.raw \(raw\): copying, pass 1, .* copied \([0-9]+%\), .*/s" "$out"
