@@ -527,6 +527,13 @@ int dioloop_cmd_info(int argc, char **argv)
 	if (migrated_to) {
 		g_free(ref.image);
 		ref.image = g_strdup(migrated_to);
+	} else if (!ref.volume && !backend_is_url(argv[1]) &&
+		   access(argv[1], F_OK) < 0 &&
+		   errno == ENOENT) {
+		/* Only a redirect we do not believe is left of it. */
+		dioloop_err("info: %s: %s", argv[1], g_strerror(ENOENT));
+		dioloop_image_ref_clear(&ref);
+		return DIOLOOP_EXIT_USAGE;
 	}
 	ret = dioloop_image_ref_open(&ref, BACKEND_OPEN_RDONLY, &b, &type,
 				     &error);

@@ -380,6 +380,14 @@ void stats_print_rates_json(JsonObject *prev, JsonObject *cur, double dt)
 		I("queued", r->queued);
 #undef D
 #undef I
+		if (r->migration) {
+			/* As stats.json has it: its rate is already one. */
+			JsonNode *m = json_node_alloc();
+
+			json_node_init_object(m, r->migration);
+			json_builder_set_member_name(jb, "migration");
+			json_builder_add_value(jb, m);
+		}
 		json_builder_end_object(jb);
 	}
 	json_builder_end_object(jb);

@@ -82,6 +82,12 @@ run info --output=json src/r.img
 run info --output=xml src/r.img
 run info --output=human --json src/r.img
 run info src/missing.img
+# A redirect file nobody can believe (not ours: no mode 0600, junk)
+# beside a missing image: still a missing path.
+printf 'junk\n' >src/.ghost.img.dioloop-redirect
+chmod 644 src/.ghost.img.dioloop-redirect
+run info src/ghost.img
+rm src/.ghost.img.dioloop-redirect
 run check src/missing.img
 run scrub src/missing.img
 run check src/r.img

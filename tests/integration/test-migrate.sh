@@ -232,6 +232,9 @@ expect_match "stats --watch shows the migration under its node" \
 	"$(tr '\n' ' ' <"$IT_TMP/watch.out")"
 expect_eq "stats --watch: no line over 80 columns" 0 \
 	"$(awk 'length > 80' "$IT_TMP/watch.out" | wc -l)"
+expect_eq "stats --watch --json carries the migration" "copying $DST/c3.raw" \
+	"$("$DIOLOOP_BIN" stats --watch --json --interval 0.3 --count 1 "$MNT" |
+		jq -r '.nodes["c.img"].migration | "\(.phase) \(.dest)"' 2>&1)"
 expect_status "a second migration of c.img is refused" 1 \
 	"$DIOLOOP_BIN" migrate --detach "$MNT/c.img" "$DST/c4.raw"
 expect_match "the refusal names the running migration" \
