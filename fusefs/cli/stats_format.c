@@ -517,6 +517,45 @@ static void latency_histograms(FILE *f, JsonObject *root)
 	g_list_free(names);
 }
 
+/* The running migrations' gauges, by node: only when one runs. */
+static void migrations(FILE *f, JsonObject *root)
+{
+	static const struct {
+		const char *name, *key, *help;
+	} g[] = {
+		{ "dioloop_migration_copied_bytes", "copied",
+		  "Bytes a running migration copied, by node." },
+		{ "dioloop_migration_remaining_bytes", "remaining",
+		  "Bytes a running migration has still to copy, by node." },
+		{ "dioloop_migration_pass", "pass",
+		  "The pass a running migration is in (1: the first), by node." },
+		{ "dioloop_migration_rate_bytes_per_second", "rate_bps",
+		  "Bytes a running migration copies a second on average, by node." },
+	};
+	JsonObject *nodes = get_obj(root, "nodes");
+	GList *names = node_names(root), *l;
+	bool any = false;
+	guint i;
+
+	for (l = names; l && !any; l = l->next)
+		any = get_obj(get_obj(nodes, l->data), "migration") != NULL;
+	for (i = 0; any && i < G_N_ELEMENTS(g); i++) {
+		family(f, g[i].name, "gauge", g[i].help);
+		for (l = names; l; l = l->next) {
+			JsonObject *m = get_obj(get_obj(nodes, l->data),
+						"migration");
+			g_autofree char *node = NULL;
+
+			if (!m)
+				continue;
+			node = label(l->data);
+			fprintf(f, "%s{node=\"%s\"} %" G_GINT64_FORMAT "\n",
+				g[i].name, node, get_int(m, g[i].key, NULL));
+		}
+	}
+	g_list_free(names);
+}
+
 void stats_print_prometheus(FILE *f, JsonObject *root)
 {
 	JsonNode *up = json_object_get_member(root, "uptime_s");
@@ -553,5 +592,6 @@ void stats_print_prometheus(FILE *f, JsonObject *root)
 	family(f, "dioloop_allocated_bytes", "gauge",
 	       "Bytes the image uses on its host, by node.");
 	per_node(f, root, "dioloop_allocated_bytes", "allocated", NULL, false);
+	migrations(f, root);
 	latency_histograms(f, root);
 }

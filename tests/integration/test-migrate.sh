@@ -235,6 +235,10 @@ expect_eq "stats --watch: no line over 80 columns" 0 \
 expect_eq "stats --watch --json carries the migration" "copying $DST/c3.raw" \
 	"$("$DIOLOOP_BIN" stats --watch --json --interval 0.3 --count 1 "$MNT" |
 		jq -r '.nodes["c.img"].migration | "\(.phase) \(.dest)"' 2>&1)"
+prom=$("$DIOLOOP_BIN" stats --prometheus "$MNT" 2>&1)
+expect_match "stats --prometheus: the migration's gauges for c.img" \
+	'.*# TYPE dioloop_migration_copied_bytes gauge dioloop_migration_copied_bytes\{node="c\.img"\} [1-9][0-9]* .*dioloop_migration_pass\{node="c\.img"\} 1 .*' \
+	"$(tr '\n' ' ' <<<"$prom")"
 expect_status "a second migration of c.img is refused" 1 \
 	"$DIOLOOP_BIN" migrate --detach "$MNT/c.img" "$DST/c4.raw"
 expect_match "the refusal names the running migration" \
