@@ -475,6 +475,14 @@ int backend_info(struct backend *b, struct backend_info *info)
 	return 0;
 }
 
+int backend_times(struct backend *b, struct backend_times *t)
+{
+	if (backend_forwards(b, times))
+		return backend_times(b->inner, t);
+	memset(t, 0, sizeof(*t));
+	return b->ops->times ? b->ops->times(b, t) : -EOPNOTSUPP;
+}
+
 struct backend *backend_below_filters(struct backend *b)
 {
 	while (b->ops->is_filter)

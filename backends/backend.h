@@ -55,6 +55,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "iter/iov_iter.h"
 #include "backends/range_lock.h"
@@ -200,6 +201,11 @@ struct backend_info {
 	} engine;
 };
 
+/* An image's times as its host keeps them (a remote image's server). */
+struct backend_times {
+	struct timespec atime, mtime, ctime;
+};
+
 struct backend_ops {
 	const char *name;
 
@@ -242,6 +248,11 @@ struct backend_ops {
 			       uint64_t len);
 	/* Fill info.  Optional. */
 	int (*info)(struct backend *b, struct backend_info *info);
+	/* The image's times as its host last reported them, without asking
+	 * again (a stat must not wait for a server): 0 or -errno.  Any
+	 * thread; never blocks.  Optional: -EOPNOTSUPP (a local file's
+	 * times are its descriptor's). */
+	int (*times)(struct backend *b, struct backend_times *t);
 
 	/* Volumes, scrub, check and stats (backends/volume.h). */
 	/* The volume op set; NULL: the image has one volume only. */
@@ -396,6 +407,7 @@ ssize_t backend_clone_range(struct backend *src, uint64_t src_pos,
 			    struct backend *dst, uint64_t dst_pos,
 			    uint64_t len);
 int backend_info(struct backend *b, struct backend_info *info);
+int backend_times(struct backend *b, struct backend_times *t);
 
 /* The backend under every filter stacked on b (b itself if no filter). */
 struct backend *backend_below_filters(struct backend *b);

@@ -457,14 +457,17 @@ static int ctl_cow_node(struct dioloop_fs *fs, const char *cmd,
 			const char *name, struct dioloop_node **node,
 			GString *reply)
 {
+	struct dioloop_migration_view mv;
 	int ret = ctl_node(fs, cmd, name, node, reply);
 
 	if (ret < 0)
 		return ret;
-	if (dioloop_node_migrating(*node)) {
-		g_string_append_printf(reply, "%s: '%s' is being migrated; "
-				       "try again when that ended\n", cmd,
-				       name);
+	if (dioloop_node_migration_view(*node, &mv)) {
+		g_string_append_printf(reply, "%s: a migration to %s is "
+				       "running on '%s'; try again when it "
+				       "ended (dioloop migrate --status)\n",
+				       cmd, mv.dest, name);
+		dioloop_migration_view_clear(&mv);
 		ret = -EBUSY;
 	} else if (!(*node)->cow) {
 		g_string_append_printf(reply, "%s: '%s' is not a cow image "
@@ -545,7 +548,7 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 	struct dioloop_node *node, *img;
 	g_autoptr(GError) error = NULL;
 	struct backend *b;
-	g_autofree char *volume = NULL;
+	g_autofree char *volume = NULL, *image = NULL;
 	int ret;
 
 	if (argc != 1) {
@@ -566,6 +569,7 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 		return node->cow ? -EBUSY : -EOPNOTSUPP;
 	}
 	volume = g_strdup(node->volume);
+	image = g_strdup(node->image);	/* the node may go with its lookup */
 	/* A scrub of the container reads every volume's map: closing one
 	 * under it would pull its pages away. */
 	g_mutex_lock(&fs->lock);
@@ -575,10 +579,15 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 	if (ret == 0)
 		ret = ctl_node(fs, "delete-volume", node->image, &img, reply);
 	dioloop_node_forget(fs, node->ino, 1);
+	if (ret == -EBUSY && scrubbing) {
+		g_string_append_printf(reply, "delete-volume: a scrub of %s "
+				       "is running; try again when it "
+				       "ended\n", image);
+		return ret;
+	}
 	if (ret == -EBUSY) {
 		g_string_append_printf(reply, "delete-volume: '%s' is in use "
-				       "(open, I/O or a command on it, or a "
-				       "scrub of its image)\n",
+				       "(open, I/O or a command on it)\n",
 				       argv[0]);
 		return ret;
 	}

@@ -23,6 +23,8 @@ int dioloop_node_stat(struct dioloop_fs *fs, struct dioloop_node *node,
 		      struct stat *st)
 {
 	struct backend_info info;
+	struct backend_times times;
+	bool has_times = false;
 	struct backend *b;
 	struct stat img;
 	int ret;
@@ -31,14 +33,15 @@ int dioloop_node_stat(struct dioloop_fs *fs, struct dioloop_node *node,
 	if (!b)
 		return -ENOENT;
 	if (fs->remote) {
-		/* The size the backend keeps: a GETATTR per stat would make
-		 * every stat wait for the server (the timeout, when it is
-		 * gone); the allocation is not known then. */
+		/* The size and times the backend keeps: a GETATTR per stat
+		 * would make every stat wait for the server (the timeout,
+		 * when it is gone); the allocation is not known then. */
 		int64_t size = backend_get_size(b);
 
 		ret = size < 0 ? (int)size : 0;
 		info.size = size < 0 ? 0 : (uint64_t)size;
 		info.allocated = info.size;
+		has_times = backend_times(b, &times) == 0;
 	} else {
 		ret = backend_info(b, &info);
 	}
@@ -59,6 +62,11 @@ int dioloop_node_stat(struct dioloop_fs *fs, struct dioloop_node *node,
 		st->st_mode = 0600;
 		st->st_uid = getuid();
 		st->st_gid = getgid();
+		if (has_times) {
+			st->st_atim = times.atime;
+			st->st_mtim = times.mtime;
+			st->st_ctim = times.ctime;
+		}
 	}
 	if (node->readonly)
 		st->st_mode &= ~(mode_t)0222;

@@ -73,7 +73,9 @@ struct dioloop_migration {
 	unsigned int generation;	/* runs of this job: written under
 					 * jobs_lock with no thread running */
 
-	GMutex lock;			/* state, message, last */
+	GMutex lock;			/* state, message, last, dest,
+					 * format, started, ended */
+	gint64 started, ended;		/* monotonic us; ended 0: running */
 	enum job_state state;
 	char *message;
 	struct migrate_progress last;	/* progress when the engine ended */
@@ -98,6 +100,58 @@ bool dioloop_node_migrating(struct dioloop_node *node)
 	return job_running(node_job(node));
 }
 
+/* Bytes a second from bytes copied in elapsed us. */
+static uint64_t job_rate(uint64_t done, gint64 elapsed)
+{
+	return elapsed > 0 ? (uint64_t)((double)done * G_USEC_PER_SEC /
+					(double)elapsed) : 0;
+}
+
+bool dioloop_node_migration_view(struct dioloop_node *node,
+				 struct dioloop_migration_view *v)
+{
+	struct dioloop_migration *job = node_job(node);
+	struct migrate_progress p;
+	struct migration *m;
+	gint64 elapsed;
+	bool running;
+
+	memset(v, 0, sizeof(*v));
+	if (!job)
+		return false;
+	g_mutex_lock(&job->lock);
+	running = job->state == JOB_COPYING || job->state == JOB_SWITCHING;
+	if (running) {
+		m = atomic_load(&job->engine);
+		if (m)
+			migration_get_progress(m, &p);
+		else
+			p = job->last;
+		elapsed = g_get_monotonic_time() - job->started;
+		v->phase = state_names[job->state];
+		v->dest = g_strdup(job->dest);
+		v->format = g_strdup(job->format);
+		v->done = p.done;
+		v->remaining = p.total > p.done ? p.total - p.done : 0;
+		/* Before the engine exists: the whole image is ahead. */
+		if (!m && !p.total)
+			v->remaining = p.size;
+		v->dirty = p.dirty;
+		v->pass = p.passes ? p.passes : 1;
+		v->rate = (double)job_rate(p.done, elapsed);
+		v->elapsed_s = (double)elapsed / G_USEC_PER_SEC;
+	}
+	g_mutex_unlock(&job->lock);
+	return running;
+}
+
+void dioloop_migration_view_clear(struct dioloop_migration_view *v)
+{
+	g_free(v->dest);
+	g_free(v->format);
+	memset(v, 0, sizeof(*v));
+}
+
 /* ---- the job ---- */
 
 static void job_set(struct dioloop_migration *job, enum job_state state,
@@ -110,6 +164,8 @@ static void job_set(struct dioloop_migration *job, enum job_state state,
 
 	g_mutex_lock(&job->lock);
 	job->state = state;
+	if (state != JOB_COPYING && state != JOB_SWITCHING)
+		job->ended = g_get_monotonic_time();
 	if (fmt) {
 		g_free(job->message);
 		va_start(ap, fmt);
@@ -544,62 +600,6 @@ static void job_free(struct dioloop_migration *job)
 
 /* ---- control commands ---- */
 
-/*
- * What a migration cannot take: a cow image with other volumes (only the
- * node's own volume would move, and the others would be cut off from
- * it), an image served under several names (a symlink alias would keep
- * writing the source), a node a control command is using (a scrub or a
- * snapshot over the backend the switch replaces).  0 or -errno with the
- * reason in reply.
- */
-static int migrate_check_node(struct dioloop_fs *fs, struct dioloop_node *node,
-			      GString *reply)
-{
-	struct stat lst;
-	bool aliased, busy;
-
-	if (node->cow) {
-		struct backend *b = dioloop_node_backend_get(node);
-		GArray *vols = g_array_new(FALSE, TRUE,
-					   sizeof(struct backend_volume_info));
-		int ret = b ? backend_volume_list(
-					dioloop_node_volume_backend(b),
-					vols, NULL) : -ENOENT;
-		guint n = vols->len;
-
-		if (b)
-			dioloop_node_backend_put(node);
-		g_array_free(vols, TRUE);
-		if (ret < 0) {
-			g_string_append_printf(reply, "migrate: '%s': listing its volumes: %s\n",
-					       node->name, g_strerror(-ret));
-			return ret;
-		}
-		if (n > 1) {
-			g_string_append_printf(reply, "migrate: '%s' has snapshots or clones; a migration moves one volume: delete them, or convert a snapshot instead\n",
-					       node->name);
-			return -EOPNOTSUPP;
-		}
-	}
-	g_mutex_lock(&fs->lock);
-	aliased = node->lock && node->lock->refs > 1;
-	busy = node->ctl_users > 0;
-	g_mutex_unlock(&fs->lock);
-	if (aliased || (fstatat(fs->source_fd, node->image, &lst,
-				AT_SYMLINK_NOFOLLOW) == 0 &&
-			S_ISLNK(lst.st_mode))) {
-		g_string_append_printf(reply, "migrate: '%s' is served under more than one name (a symlink); migrate the image by its own name with no alias in use\n",
-				       node->name);
-		return -EBUSY;
-	}
-	if (busy) {
-		g_string_append_printf(reply, "migrate: a control command (scrub, snapshot) is using '%s'; try again when it ended\n",
-				       node->name);
-		return -EBUSY;
-	}
-	return 0;
-}
-
 /* A node for a migrate command: looked up (the caller forgets it). */
 static int migrate_node(struct dioloop_fs *fs, const char *cmd,
 			const char *name, struct dioloop_node **node,
@@ -639,43 +639,6 @@ static bool job_running(struct dioloop_migration *job)
 	return running;
 }
 
-static int parse_migrate_opts(struct dioloop_migration *job, int argc,
-			      char **argv, GString *reply)
-{
-	int i;
-
-	for (i = 0; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (g_str_has_prefix(a, "format=")) {
-			g_free(job->format);
-			job->format = g_strdup(a + 7);
-			if (strcmp(job->format, "raw") &&
-			    strcmp(job->format, "cow")) {
-				g_string_append_printf(reply, "migrate: unknown format '%s'\n",
-						       job->format);
-				return -EINVAL;
-			}
-		} else if (g_str_has_prefix(a, "bps=")) {
-			if (dioloop_parse_u64(a + 4, UINT64_MAX,
-					      &job->opts.bps) < 0) {
-				g_string_append_printf(reply, "migrate: bad %s\n",
-						       a);
-				return -EINVAL;
-			}
-		} else if (!strcmp(a, "ignore_bad_blocks")) {
-			job->opts.ignore_bad_blocks = true;
-		} else if (!strcmp(a, "remove_source")) {
-			job->remove_source = true;
-		} else {
-			g_string_append_printf(reply, "migrate: unknown option '%s'\n",
-					       a);
-			return -EINVAL;
-		}
-	}
-	return 0;
-}
-
 /*
  * Make old (a node's ended job) run again as job (a new, unshared job
  * for the same node), which is freed: old's thread is joined, its last
@@ -704,6 +667,8 @@ static struct dioloop_migration *job_reuse(struct dioloop_migration *old,
 	atomic_store(&old->cancel, false);
 	old->dst = NULL;
 	old->state = JOB_COPYING;
+	old->started = job->started;
+	old->ended = 0;
 	memset(&old->last, 0, sizeof(old->last));
 	g_mutex_unlock(&old->lock);
 	job_free(job);
@@ -733,7 +698,9 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	g_mutex_init(&job->lock);
 	job->fs = fs;
 	job->dest = g_strdup(argv[1]);
-	ret = parse_migrate_opts(job, argc - 2, argv + 2, reply);
+	ret = dioloop_migrate_parse_opts(argc - 2, argv + 2, &job->format,
+					    &job->opts, &job->remove_source,
+					    reply);
 	if (ret < 0)
 		goto err_job;
 	if (backend_is_url(job->dest)) {
@@ -784,7 +751,7 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	}
 	if (!job->format)
 		job->format = g_strdup(node->cow ? "cow" : "raw");
-	ret = migrate_check_node(fs, node, reply);
+	ret = dioloop_migrate_check_node(fs, node, reply);
 	if (ret < 0)
 		goto err_node;
 	ret = dioloop_node_ctl_begin(fs, node);
@@ -796,15 +763,21 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	g_mutex_lock(&jobs_lock);
 	old = node_job(node);
 	if (job_running(old)) {
+		g_autofree char *busy_with = NULL;
+
+		g_mutex_lock(&old->lock);
+		busy_with = g_strdup(old->dest);
+		g_mutex_unlock(&old->lock);
 		g_mutex_unlock(&jobs_lock);
 		dioloop_node_ctl_end(fs, node);
-		g_string_append_printf(reply, "migrate: '%s' is being migrated already\n",
-				       node->name);
+		g_string_append_printf(reply, "migrate: a migration to %s is running on '%s' (dioloop migrate --status, --cancel)\n",
+				       busy_with, node->name);
 		ret = -EBUSY;
 		goto err_node;
 	}
 	job->node = node;
 	job->state = JOB_COPYING;
+	job->started = g_get_monotonic_time();
 	if (old) {
 		/* The write path may still hold the node's pointer to its
 		 * job: the job is reused, never freed while the node lives. */
@@ -860,6 +833,7 @@ int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
 	struct dioloop_node *node;
 	struct migrate_progress p;
 	struct migration *m;
+	gint64 elapsed;
 	int ret;
 
 	ret = migrate_one_node(fs, "migrate-status", argc, argv, &node, reply);
@@ -877,17 +851,23 @@ int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
 		migration_get_progress(m, &p);
 	else
 		p = job->last;
-	g_string_append_printf(reply, "%s done=%llu total=%llu dirty=%llu passes=%u retried=%llu failed=%llu bad=%llu\n",
+	elapsed = (job->ended ? job->ended : g_get_monotonic_time()) -
+		  job->started;
+	g_string_append_printf(reply, "%s done=%llu total=%llu dirty=%llu passes=%u retried=%llu failed=%llu bad=%llu rate=%llu elapsed_ms=%lld\n",
 			       state_names[job->state],
 			       (unsigned long long)p.done,
 			       (unsigned long long)p.total,
 			       (unsigned long long)p.dirty, p.passes,
 			       (unsigned long long)p.ranges_retried,
 			       (unsigned long long)p.ranges_failed,
-			       (unsigned long long)p.bad_blocks);
+			       (unsigned long long)p.bad_blocks,
+			       (unsigned long long)job_rate(p.done, elapsed),
+			       (long long)(elapsed / 1000));
 	if (job->message && (job->state == JOB_FAILED ||
 			     job->state == JOB_CANCELLED))
 		g_string_append_printf(reply, "message: %s\n", job->message);
+	g_string_append_printf(reply, "dest: %s %s\n", job->format,
+			       job->dest);
 	g_mutex_unlock(&job->lock);
 out:
 	g_mutex_unlock(&jobs_lock);

@@ -10,9 +10,11 @@
  *       the node's size, start copying in a thread of its own; reply
  *       "started NODE -> DEST".  EBUSY while one runs on the node.
  *   migrate-status NODE
- *       "STATE done=N total=N dirty=N passes=N retried=N failed=N bad=N"
- *       with STATE idle, copying, switching, done, failed or cancelled,
- *       then "message: TEXT" after a failure.
+ *       "STATE done=N total=N dirty=N passes=N retried=N failed=N bad=N
+ *       rate=N elapsed_ms=N" with STATE idle, copying, switching, done,
+ *       failed or cancelled (rate: bytes copied a second on average),
+ *       then "message: TEXT" after a failure, then "dest: FORMAT DEST"
+ *       (the destination of the last migration; none when idle).
  *   migrate-cancel NODE
  *       stop a running migration; the node stays on its source.
  *
@@ -45,8 +47,34 @@ int dioloop_ctl_migrate_status(struct dioloop_fs *fs, int argc, char **argv,
 int dioloop_ctl_migrate_cancel(struct dioloop_fs *fs, int argc, char **argv,
 			       GString *reply);
 
+/* migrate_checks.c: what a node must be to be migrated (0, or -errno
+ * with the reason in reply), and the options after DEST (format=,
+ * bps=, ignore_bad_blocks, remove_source: 0 or -EINVAL after a reply). */
+struct migrate_opts;
+int dioloop_migrate_check_node(struct dioloop_fs *fs,
+			       struct dioloop_node *node, GString *reply);
+int dioloop_migrate_parse_opts(int argc, char **argv, char **format,
+			       struct migrate_opts *opts, bool *remove_source,
+			       GString *reply);
+
 /* True while a migration of node runs (a resize must wait: EBUSY). */
 bool dioloop_node_migrating(struct dioloop_node *node);
+
+/* A node's running migration as the stats and messages show it. */
+struct dioloop_migration_view {
+	const char *phase;		/* "copying" or "switching" */
+	char *dest;			/* g_free'd by ..._view_clear */
+	char *format;			/* the destination's: raw or cow */
+	uint64_t done, remaining, dirty;	/* bytes */
+	unsigned int pass;		/* the pass running: 1 first */
+	double rate;			/* bytes copied a second, on average */
+	double elapsed_s;
+};
+/* Fill *v and return true while a migration of node runs; false (v
+ * zeroed) when none does.  Any thread holding the node. */
+bool dioloop_node_migration_view(struct dioloop_node *node,
+				 struct dioloop_migration_view *v);
+void dioloop_migration_view_clear(struct dioloop_migration_view *v);
 
 /* Cancel every running migration and wait for them (unmount). */
 void dioloop_migrations_stop(struct dioloop_fs *fs);

@@ -8,6 +8,7 @@
 
 #include "backends/filter_fault.h"
 #include "fusefs/fs.h"
+#include "fusefs/migrate.h"
 #include "fusefs/spec.h"
 
 #define MAX_LISTED_RULES 64
@@ -292,6 +293,32 @@ static void add_scrub(JsonBuilder *jb, struct dioloop_fs *fs,
 	json_builder_end_object(jb);
 }
 
+/* The node's running migration, if any. */
+static void add_migration(JsonBuilder *jb, struct dioloop_node *node)
+{
+	struct dioloop_migration_view v;
+
+	if (!dioloop_node_migration_view(node, &v))
+		return;
+	json_builder_set_member_name(jb, "migration");
+	json_builder_begin_object(jb);
+	json_builder_set_member_name(jb, "phase");
+	json_builder_add_string_value(jb, v.phase);
+	json_builder_set_member_name(jb, "dest");
+	json_builder_add_string_value(jb, v.dest);
+	json_builder_set_member_name(jb, "format");
+	json_builder_add_string_value(jb, v.format);
+	add_uint(jb, "copied", v.done);
+	add_uint(jb, "remaining", v.remaining);
+	add_uint(jb, "dirty", v.dirty);
+	add_uint(jb, "pass", v.pass);
+	add_uint(jb, "rate_bps", (uint64_t)v.rate);
+	json_builder_set_member_name(jb, "elapsed_s");
+	json_builder_add_double_value(jb, v.elapsed_s);
+	json_builder_end_object(jb);
+	dioloop_migration_view_clear(&v);
+}
+
 /* One node's object.  Worker thread (backend_info may block). */
 static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 		     struct dioloop_node *node)
@@ -338,6 +365,7 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 	add_backend_counters(jb, b);
 	if (node->cow)
 		add_scrub(jb, fs, node);
+	add_migration(jb, node);
 
 	dioloop_throttle_get_limits(&node->throttle, &limits);
 	dioloop_throttle_get_stats(&node->throttle, &ts);

@@ -736,6 +736,15 @@ static int cow_info(struct backend *b, struct backend_info *info)
 	return 0;
 }
 
+/* The container's times, as its store keeps them (a remote store: the
+ * server's).  Any thread; never blocks. */
+static int cow_times(struct backend *b, struct backend_times *t)
+{
+	struct cow_volume *v = b->priv;
+
+	return backend_times(v->c->meta.store, t);
+}
+
 /* A snapshot of the counters.  Any thread. */
 void cow_get_stats(struct backend *b, struct cow_stats *st)
 {
@@ -843,6 +852,7 @@ const struct backend_ops cow_backend_ops = {
 	.map = cow_map,
 	.clone_range = cow_clone_range,
 	.info = cow_info,
+	.times = cow_times,
 	.volumes = &cow_volume_ops,
 	.stats = cow_stats,
 	.describe = cow_describe,

@@ -103,6 +103,30 @@ static void dnfs_attempt_failed(struct dnfs *d, int err, const char *what,
 	d->broken = true;
 }
 
+static uint64_t ns_of(uint64_t sec, uint64_t nsec)
+{
+	return sec * 1000000000u + MIN(nsec, (uint64_t)999999999u);
+}
+
+void dnfs_keep_times(struct dnfs *d, uint64_t atime, uint64_t atime_ns,
+		     uint64_t mtime, uint64_t mtime_ns, uint64_t ctime,
+		     uint64_t ctime_ns)
+{
+	atomic_store(&d->atime_ns, ns_of(atime, atime_ns));
+	atomic_store(&d->mtime_ns, ns_of(mtime, mtime_ns));
+	atomic_store(&d->ctime_ns, ns_of(ctime, ctime_ns));
+}
+
+void dnfs_keep_post_op_times(struct dnfs *d, const post_op_attr *a)
+{
+	const fattr3 *f = &a->post_op_attr_u.attributes;
+
+	if (a->attributes_follow)
+		dnfs_keep_times(d, f->atime.seconds, f->atime.nseconds,
+				f->mtime.seconds, f->mtime.nseconds,
+				f->ctime.seconds, f->ctime.nseconds);
+}
+
 /* Last step: the file's attributes.  Service thread (libnfs callback). */
 static void dnfs_stat_cb(int err, struct nfs_context *nfs, void *data,
 			 void *priv)
@@ -122,6 +146,8 @@ static void dnfs_stat_cb(int err, struct nfs_context *nfs, void *data,
 				    "not a regular file");
 		return;
 	}
+	dnfs_keep_times(d, st->nfs_atime, st->nfs_atime_nsec, st->nfs_mtime,
+			st->nfs_mtime_nsec, st->nfs_ctime, st->nfs_ctime_nsec);
 	rmax = nfs_get_readmax(nfs);
 	wmax = nfs_get_writemax(nfs);
 	atomic_store(&d->rsize, (uint32_t)CLAMP(rmax, DNFS_MIN_XFER, DNFS_MAX_XFER));

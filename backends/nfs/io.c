@@ -350,6 +350,7 @@ static void dnfs_read_cb(struct rpc_context *rpc, int status, void *data,
 	if (!dnfs_reply_arrived(d, p, status, data) ||
 	    !dnfs_reply_ok(d, p, res->status, "READ"))
 		return;
+	dnfs_keep_post_op_times(d, &res->READ3res_u.resok.file_attributes);
 	n = MIN(res->READ3res_u.resok.count, res->READ3res_u.resok.data.data_len);
 	n = MIN(n, want);
 	it = *p->req->iocb->ki_iter;
@@ -390,6 +391,7 @@ static void dnfs_write_cb(struct rpc_context *rpc, int status, void *data,
 	    !dnfs_reply_ok(d, p, res->status, "WRITE"))
 		return;
 	ok = &res->WRITE3res_u.resok;
+	dnfs_keep_post_op_times(d, &ok->file_wcc.after);
 	if (ok->count == 0 || ok->count > p->len - p->done) {
 		g_warning("%s: WRITE at %llu: the server took %u bytes",
 			  d->url.url, (unsigned long long)(p->pos + p->done),
@@ -495,6 +497,9 @@ static void dnfs_ctl_cb(int err, struct nfs_context *nfs, void *data,
 
 		ctl->size = st->nfs_size;
 		ctl->used = st->nfs_used;
+		dnfs_keep_times(d, st->nfs_atime, st->nfs_atime_nsec,
+				st->nfs_mtime, st->nfs_mtime_nsec,
+				st->nfs_ctime, st->nfs_ctime_nsec);
 	}
 	dnfs_ctl_done(d, ctl, 0);
 }

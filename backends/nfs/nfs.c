@@ -158,6 +158,23 @@ static int dnfs_resize(struct backend *b, uint64_t size)
 }
 
 /* Size, and the server's allocation (GETATTR).  Worker thread. */
+static void ts_of(uint64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000u);
+	ts->tv_nsec = (long)(ns % 1000000000u);
+}
+
+/* The times the server sent last: at open, GETATTR, READ, WRITE. */
+static int dnfs_times(struct backend *b, struct backend_times *t)
+{
+	struct dnfs *d = b->priv;
+
+	ts_of(atomic_load(&d->atime_ns), &t->atime);
+	ts_of(atomic_load(&d->mtime_ns), &t->mtime);
+	ts_of(atomic_load(&d->ctime_ns), &t->ctime);
+	return 0;
+}
+
 static int dnfs_info(struct backend *b, struct backend_info *info)
 {
 	struct dnfs *d = b->priv;
@@ -413,6 +430,7 @@ const struct backend_ops nfs_backend_ops = {
 	.discard = dnfs_discard,
 	.resize = dnfs_resize,
 	.info = dnfs_info,
+	.times = dnfs_times,
 	.protocol = "nfs",
 	.create = dnfs_create,
 	.create_align = 1,

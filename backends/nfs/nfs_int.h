@@ -170,6 +170,14 @@ struct dnfs_ctl {
 	GList link;		/* d->ctls; service thread */
 };
 
+struct dnfs;
+/* Keep the times of attributes the server sent.  Service thread. */
+void dnfs_keep_times(struct dnfs *d, uint64_t atime, uint64_t atime_ns,
+		     uint64_t mtime, uint64_t mtime_ns, uint64_t ctime,
+		     uint64_t ctime_ns);
+/* The same from an NFSv3 post_op_attr, when it has attributes. */
+void dnfs_keep_post_op_times(struct dnfs *d, const post_op_attr *a);
+
 struct dnfs {
 	struct backend *b;
 	struct dnfs_url url;
@@ -177,6 +185,9 @@ struct dnfs {
 	int64_t timeout_us;
 	int64_t hang_us;
 	_Atomic uint64_t size;		/* visible size */
+	/* The file's times as the server last told them (GETATTR, the
+	 * attributes of READ and WRITE replies): ns since the epoch. */
+	_Atomic uint64_t atime_ns, mtime_ns, ctime_ns;
 	_Atomic uint32_t rsize, wsize;	/* split sizes (set when READY) */
 	atomic_uint_least64_t next_seq;	/* write piece numbers; under lock */
 

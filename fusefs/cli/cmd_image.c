@@ -381,9 +381,29 @@ static void add_details_json(JsonBuilder *jb, const struct image_details *id,
 	json_builder_end_array(jb);
 }
 
+/* The migration running on ref's node, if a mount serves it: true with
+ * *st filled. */
+static bool running_migration(const struct dioloop_image_ref *ref,
+			      struct dioloop_migrate_status *st)
+{
+	g_autoptr(GString) reply = NULL;
+	g_autofree char *qnode = NULL;
+
+	if (!ref->ctl || !ref->node)
+		return false;
+	reply = g_string_new(NULL);
+	qnode = g_shell_quote(ref->node);
+	if (dioloop_migrate_status_get(ref->ctl, qnode, st, reply) < 0)
+		return false;
+	return st->dest[0] && (!strcmp(st->state, "copying") ||
+			       !strcmp(st->state, "switching"));
+}
+
 /* Print info as JSON (the format's details when d). */
 static void print_json(const char *path, const struct backend_info *info,
-		       const struct image_details *d, const char *volume)
+		       const struct image_details *d, const char *volume,
+		       const char *migrated_to, const char *protocol,
+		       const struct dioloop_migrate_status *mig)
 {
 	g_autoptr(JsonBuilder) jb = json_builder_new();
 	g_autoptr(JsonGenerator) gen = json_generator_new();
@@ -395,10 +415,46 @@ static void print_json(const char *path, const struct backend_info *info,
 	json_builder_add_string_value(jb, path);
 	json_builder_set_member_name(jb, "format");
 	json_builder_add_string_value(jb, info->format);
+	if (protocol) {
+		/* Where the image is: "format" stays what the bytes are. */
+		json_builder_set_member_name(jb, "protocol");
+		json_builder_add_string_value(jb, protocol);
+	}
 	json_builder_set_member_name(jb, "size");
 	json_builder_add_int_value(jb, (gint64)info->size);
 	json_builder_set_member_name(jb, "allocated");
 	json_builder_add_int_value(jb, (gint64)info->allocated);
+	if (migrated_to) {
+		/* The data lives there: format, size and the rest are
+		 * the destination's. */
+		json_builder_set_member_name(jb, "migrated_to");
+		json_builder_begin_object(jb);
+		json_builder_set_member_name(jb, "path");
+		json_builder_add_string_value(jb, migrated_to);
+		json_builder_set_member_name(jb, "format");
+		json_builder_add_string_value(jb, info->format);
+		if (protocol) {
+			json_builder_set_member_name(jb, "protocol");
+			json_builder_add_string_value(jb, protocol);
+		}
+		json_builder_end_object(jb);
+	}
+	if (mig) {
+		json_builder_set_member_name(jb, "migrating");
+		json_builder_begin_object(jb);
+		json_builder_set_member_name(jb, "dest");
+		json_builder_add_string_value(jb, mig->dest);
+		json_builder_set_member_name(jb, "format");
+		json_builder_add_string_value(jb, mig->format);
+		json_builder_set_member_name(jb, "phase");
+		json_builder_add_string_value(jb, mig->state);
+		json_builder_set_member_name(jb, "copied");
+		json_builder_add_int_value(jb, (gint64)mig->done);
+		json_builder_set_member_name(jb, "remaining");
+		json_builder_add_int_value(jb, (gint64)(mig->total > mig->done ?
+						mig->total - mig->done : 0));
+		json_builder_end_object(jb);
+	}
 	if (d)
 		add_details_json(jb, d, volume);
 	json_builder_end_object(jb);
@@ -424,6 +480,10 @@ int dioloop_cmd_info(int argc, char **argv)
 	};
 	bool json;
 	struct dioloop_image_ref ref;
+	g_autofree char *migrated_to = NULL, *protocol = NULL;
+	g_autofree char *shown_format = NULL;
+	struct dioloop_migrate_status mig;
+	bool migrating = false;
 	struct image_details d = { 0 };
 	g_autoptr(GError) error = NULL;
 	struct backend_info info;
@@ -461,6 +521,20 @@ int dioloop_cmd_info(int argc, char **argv)
 		dioloop_image_ref_clear(&ref);
 		return DIOLOOP_EXIT_USAGE;
 	}
+	/* A migrated image: the data lives at the destination, and that
+	 * is what the node serves. */
+	migrated_to = dioloop_image_ref_redirect(&ref);
+	if (migrated_to) {
+		g_free(ref.image);
+		ref.image = g_strdup(migrated_to);
+	} else if (!ref.volume && !backend_is_url(argv[1]) &&
+		   access(argv[1], F_OK) < 0 &&
+		   errno == ENOENT) {
+		/* Only a redirect we do not believe is left of it. */
+		dioloop_err("info: %s: %s", argv[1], g_strerror(ENOENT));
+		dioloop_image_ref_clear(&ref);
+		return DIOLOOP_EXIT_USAGE;
+	}
 	ret = dioloop_image_ref_open(&ref, BACKEND_OPEN_RDONLY, &b, &type,
 				     &error);
 	if (ret < 0) {
@@ -474,6 +548,17 @@ int dioloop_cmd_info(int argc, char **argv)
 		dioloop_err("info: %s: %s", argv[1], g_strerror(-ret));
 		goto out;
 	}
+	/* An image on a protocol (nfs://): the protocol's backend serves
+	 * a raw image; a container format says its own name. */
+	if (backend_is_url(ref.image)) {
+		protocol = g_strndup(ref.image, strcspn(ref.image, ":"));
+		if (!strcmp(info.format, protocol))
+			g_strlcpy(info.format, "raw", sizeof(info.format));
+		shown_format = g_strdup_printf("%s on %s", info.format,
+					       protocol);
+	} else {
+		shown_format = g_strdup(info.format);
+	}
 	ret = image_details_get(b, ref.image, &d, &error);
 	backend_close(b);
 	if (ret < 0) {
@@ -481,8 +566,10 @@ int dioloop_cmd_info(int argc, char **argv)
 		goto out;
 	}
 	details = ret > 0;
+	migrating = running_migration(&ref, &mig);
 	if (json) {
-		print_json(argv[1], &info, details ? &d : NULL, ref.volume);
+		print_json(argv[1], &info, details ? &d : NULL, ref.volume,
+			   migrated_to, protocol, migrating ? &mig : NULL);
 	} else {
 		/* Without details: the lines as they always were; with
 		 * them: more, aligned. */
@@ -490,12 +577,20 @@ int dioloop_cmd_info(int argc, char **argv)
 
 		printf("%-*s%s\n%-*s%s\n%-*s%" PRIu64 " (%s)\n%-*s%" PRIu64
 		       " (%s)\n", w, "path:", argv[1], w, "format:",
-		       info.format, w, "size:", info.size,
+		       shown_format, w, "size:", info.size,
 		       dioloop_format_size(info.size, s1, sizeof(s1)),
 		       w, "allocated:", info.allocated,
 		       dioloop_format_size(info.allocated, s2, sizeof(s2)));
 		if (ref.volume)
 			printf("%-*s%s\n", w, "volume:", ref.volume);
+		if (migrated_to)
+			printf("%-*sto %s (%s)\n", w,
+			       "migrated:", migrated_to, shown_format);
+		if (migrating)
+			printf("%-*sto %s (%s): %s, %.0f%% copied\n", w,
+			       "migrating:", mig.dest, mig.format, mig.state,
+			       mig.total ? 100.0 * (double)mig.done /
+					   (double)mig.total : 0.0);
 		if (details)
 			print_details_text(&d);
 	}

@@ -6,10 +6,11 @@
  * file, draws its progress and turns Ctrl-C into a cancel.
  *
  *   migrate NODE DEST [format=F] [bps=N] [ignore_bad_blocks] [remove_source]
- *   migrate-status NODE     one line: STATE key=value...
+ *   migrate-status NODE     STATE key=value..., [message: ...], dest: ...
  *   migrate-cancel NODE
  */
 #include <errno.h>
+#include <json-glib/json-glib.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,41 +29,6 @@ static void on_interrupt(int sig)
 {
 	(void)sig;
 	interrupted = 1;
-}
-
-/* A migrate-status reply, parsed. */
-struct migrate_status {
-	char state[16];			/* idle, copying, switching, done,
-					 * failed, cancelled */
-	uint64_t done, total, dirty, passes, retried, failed, bad;
-	char message[512];		/* the "message:" line, if any */
-};
-
-static uint64_t field(const char *line, const char *key)
-{
-	g_autofree char *pat = g_strdup_printf(" %s=", key);
-	const char *p = strstr(line, pat);
-
-	return p ? g_ascii_strtoull(p + strlen(pat), NULL, 10) : 0;
-}
-
-static void parse_status(const char *reply, struct migrate_status *st)
-{
-	g_auto(GStrv) lines = g_strsplit(reply, "\n", -1);
-
-	memset(st, 0, sizeof(*st));
-	if (!lines[0])
-		return;
-	sscanf(lines[0], "%15s", st->state);
-	st->done = field(lines[0], "done");
-	st->total = field(lines[0], "total");
-	st->dirty = field(lines[0], "dirty");
-	st->passes = field(lines[0], "passes");
-	st->retried = field(lines[0], "retried");
-	st->failed = field(lines[0], "failed");
-	st->bad = field(lines[0], "bad");
-	if (lines[1] && g_str_has_prefix(lines[1], "message: "))
-		g_strlcpy(st->message, lines[1] + 9, sizeof(st->message));
 }
 
 static bool state_is_final(const char *state)
@@ -91,18 +57,14 @@ static int send_line(const char *ctl, const char *fmt, ...)
 }
 
 static int get_status(const char *ctl, const char *qnode,
-		      struct migrate_status *st)
+		      struct dioloop_migrate_status *st)
 {
 	g_autoptr(GString) reply = g_string_new(NULL);
-	g_autofree char *line = g_strdup_printf("migrate-status %s\n", qnode);
-	int ret = dioloop_ctl_send(ctl, line, reply);
+	int ret = dioloop_migrate_status_get(ctl, qnode, st, reply);
 
-	if (ret < 0) {
+	if (ret < 0)
 		dioloop_err_reply("migrate", "migrate-status", reply->str, ret);
-		return ret;
-	}
-	parse_status(reply->str, st);
-	return 0;
+	return ret;
 }
 
 /* Follow a started migration to its end: the exit status. */
@@ -110,7 +72,7 @@ static int follow(const char *ctl, const char *qnode, const char *node,
 		  bool force_bar)
 {
 	struct dioloop_progress bar;
-	struct migrate_status st;
+	struct dioloop_migrate_status st;
 	bool cancel_sent = false;
 	char a[32];
 
@@ -150,6 +112,92 @@ static int follow(const char *ctl, const char *qnode, const char *node,
 	return DIOLOOP_EXIT_FAIL;
 }
 
+/* --status: print where the node's migration is; the exit status. */
+static int print_status(const char *ctl, const char *qnode, const char *node,
+			bool json)
+{
+	struct dioloop_migrate_status st;
+	char a[32], b[32], c[32], r[32];
+	bool running;
+
+	if (get_status(ctl, qnode, &st) < 0)
+		return DIOLOOP_EXIT_FAIL;
+	running = !strcmp(st.state, "copying") ||
+		  !strcmp(st.state, "switching");
+	if (json) {
+		g_autoptr(JsonBuilder) jb = json_builder_new();
+		g_autoptr(JsonGenerator) gen = json_generator_new();
+		g_autoptr(JsonNode) root = NULL;
+		g_autofree char *text = NULL;
+
+		json_builder_begin_object(jb);
+		json_builder_set_member_name(jb, "node");
+		json_builder_add_string_value(jb, node);
+		json_builder_set_member_name(jb, "state");
+		json_builder_add_string_value(jb, !strcmp(st.state, "done") ?
+					      "switched" : st.state);
+		json_builder_set_member_name(jb, "running");
+		json_builder_add_boolean_value(jb, running);
+		if (st.dest[0]) {
+			json_builder_set_member_name(jb, "dest");
+			json_builder_add_string_value(jb, st.dest);
+			json_builder_set_member_name(jb, "format");
+			json_builder_add_string_value(jb, st.format);
+#define U(k, v) do { json_builder_set_member_name(jb, k); \
+		     json_builder_add_int_value(jb, (gint64)(v)); } while (0)
+			U("copied", st.done);
+			U("remaining", st.total > st.done ?
+				       st.total - st.done : 0);
+			U("dirty", st.dirty);
+			U("pass", st.passes);
+			U("rate_bps", st.rate);
+			U("elapsed_ms", st.elapsed_ms);
+			U("ranges_retried", st.retried);
+			U("bad_blocks", st.bad);
+#undef U
+		}
+		if (st.message[0]) {
+			json_builder_set_member_name(jb, "message");
+			json_builder_add_string_value(jb, st.message);
+		}
+		json_builder_end_object(jb);
+		root = json_builder_get_root(jb);
+		json_generator_set_root(gen, root);
+		json_generator_set_pretty(gen, TRUE);
+		text = json_generator_to_data(gen, NULL);
+		printf("%s\n", text);
+		return DIOLOOP_EXIT_OK;
+	}
+	if (!strcmp(st.state, "idle") || !st.dest[0]) {
+		printf("%s: no migration is running\n", node);
+	} else if (running) {
+		printf("%s: migrating to %s (%s): %s, pass %llu, %s of %s copied (%.0f%%), %s left, %s/s\n",
+		       node, st.dest, st.format, st.state,
+		       (unsigned long long)st.passes,
+		       dioloop_format_size(st.done, a, sizeof(a)),
+		       dioloop_format_size(st.total, b, sizeof(b)),
+		       st.total ? 100.0 * (double)st.done / (double)st.total :
+				  0.0,
+		       dioloop_format_size(st.total > st.done ?
+					   st.total - st.done : 0, c,
+					   sizeof(c)),
+		       dioloop_format_size(st.rate, r, sizeof(r)));
+	} else if (!strcmp(st.state, "done")) {
+		printf("%s: switched to %s (%s): %s copied in %llu passes; no migration is running\n",
+		       node, st.dest, st.format,
+		       dioloop_format_size(st.done, a, sizeof(a)),
+		       (unsigned long long)st.passes);
+	} else {
+		if (!strcmp(st.message, st.state))
+			st.message[0] = '\0';
+		printf("%s: the migration to %s %s%s%s; the node stays on its source; no migration is running\n",
+		       node, st.dest, !strcmp(st.state, "cancelled") ?
+		       "was cancelled" : st.state,
+		       st.message[0] ? ": " : "", st.message);
+	}
+	return DIOLOOP_EXIT_OK;
+}
+
 /* DEST as the daemon must see it: a URL, or an absolute path. */
 static char *absolute_dest(const char *dest)
 {
@@ -166,7 +214,10 @@ int dioloop_cmd_migrate(int argc, char **argv)
 	g_autofree char *format = NULL, *bps_arg = NULL, *dest = NULL;
 	g_autofree char *qnode = NULL, *qdest = NULL;
 	gboolean cancel = FALSE, remove_source = FALSE, ignore_bad = FALSE;
-	gboolean progress = FALSE, detach = FALSE;
+	gboolean progress = FALSE, detach = FALSE, status = FALSE;
+	gboolean json_flag = FALSE;
+	g_autofree char *output = NULL;
+	bool json = false;
 	GOptionEntry entries[] = {
 		{ "format", 0, 0, G_OPTION_ARG_STRING, &format,
 		  "destination format: raw or cow (default: the source's)",
@@ -186,6 +237,13 @@ int dioloop_cmd_migrate(int argc, char **argv)
 		  NULL },
 		{ "detach", 0, 0, G_OPTION_ARG_NONE, &detach,
 		  "start the migration and return at once", NULL },
+		{ "status", 0, 0, G_OPTION_ARG_NONE, &status,
+		  "say how the node's migration is going (or how the last "
+		  "one ended)", NULL },
+		{ "output", 0, 0, G_OPTION_ARG_STRING, &output,
+		  "with --status: json or human (default)", "FORMAT" },
+		{ "json", 0, 0, G_OPTION_ARG_NONE, &json_flag,
+		  "the same as --output=json", NULL },
 		{ NULL }
 	};
 	struct dioloop_ctl_target t = { 0 };
@@ -199,11 +257,23 @@ int dioloop_cmd_migrate(int argc, char **argv)
 				"an nfs:// URL) while it stays in use.", entries,
 				&argc, &argv))
 		return DIOLOOP_EXIT_USAGE;
-	if (argc != (cancel ? 2 : 3)) {
+	if (cancel && status) {
+		dioloop_err("migrate: --cancel and --status exclude each other");
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if ((output || json_flag) && !status) {
+		dioloop_err("migrate: --output and --json go with --status");
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (argc != (cancel || status ? 2 : 3)) {
 		dioloop_err(cancel ? "migrate: --cancel takes MOUNTPOINT/NODE" :
+			    status ? "migrate: --status takes MOUNTPOINT/NODE" :
 				     "migrate: expected MOUNTPOINT/NODE DESTINATION");
 		return DIOLOOP_EXIT_USAGE;
 	}
+	if (status && !dioloop_parse_output("migrate", output, json_flag,
+					    &json))
+		return DIOLOOP_EXIT_USAGE;
 	if (format && strcmp(format, "raw") && strcmp(format, "cow")) {
 		dioloop_err("migrate: unknown format '%s' (raw or cow)", format);
 		return DIOLOOP_EXIT_USAGE;
@@ -222,6 +292,11 @@ int dioloop_cmd_migrate(int argc, char **argv)
 		return DIOLOOP_EXIT_USAGE;
 	}
 	qnode = g_shell_quote(t.node);
+	if (status) {
+		ret = print_status(t.ctl, qnode, t.node, json);
+		dioloop_ctl_target_clear(&t);
+		return ret;
+	}
 	if (cancel) {
 		ret = send_line(t.ctl, "migrate-cancel %s\n", qnode);
 		dioloop_ctl_target_clear(&t);

@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/sidecar.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/control.h"
 #include "fusefs/cli/control_client.h"
 #include "fusefs/imagelock.h"
 #include "fusefs/mountinfo.h"
+#include "fusefs/redirect.h"
 
 #define CTL_REPLY_MAX (4 << 20)	/* a scrub lists every bad block */
 /* The file system type and source prefix of a dioloop mount in
@@ -105,6 +107,64 @@ int dioloop_ctl_run(const char *cmd, const struct dioloop_ctl_target *t,
 	return DIOLOOP_EXIT_OK;
 }
 
+/* ---- migrate-status ---- */
+
+static uint64_t field(const char *line, const char *key)
+{
+	g_autofree char *pat = g_strdup_printf(" %s=", key);
+	const char *p = strstr(line, pat);
+
+	return p ? g_ascii_strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+static void parse_status(const char *reply, struct dioloop_migrate_status *st)
+{
+	g_auto(GStrv) lines = g_strsplit(reply, "\n", -1);
+	guint i;
+
+	memset(st, 0, sizeof(*st));
+	if (!lines[0])
+		return;
+	sscanf(lines[0], "%15s", st->state);
+	st->done = field(lines[0], "done");
+	st->total = field(lines[0], "total");
+	st->dirty = field(lines[0], "dirty");
+	st->passes = field(lines[0], "passes");
+	st->retried = field(lines[0], "retried");
+	st->failed = field(lines[0], "failed");
+	st->bad = field(lines[0], "bad");
+	st->rate = field(lines[0], "rate");
+	st->elapsed_ms = field(lines[0], "elapsed_ms");
+	for (i = 1; lines[i]; i++) {
+		const char *sp;
+
+		if (g_str_has_prefix(lines[i], "message: "))
+			g_strlcpy(st->message, lines[i] + 9,
+				  sizeof(st->message));
+		else if (g_str_has_prefix(lines[i], "dest: ") &&
+			 (sp = strchr(lines[i] + 6, ' '))) {
+			g_strlcpy(st->format, lines[i] + 6,
+				  MIN(sizeof(st->format),
+				      (size_t)(sp - lines[i] - 6) + 1));
+			g_strlcpy(st->dest, sp + 1, sizeof(st->dest));
+		}
+	}
+}
+
+
+int dioloop_migrate_status_get(const char *ctl, const char *qnode,
+			       struct dioloop_migrate_status *st,
+			       GString *reply)
+{
+	g_autofree char *line = g_strdup_printf("migrate-status %s\n", qnode);
+	int ret = dioloop_ctl_send(ctl, line, reply);
+
+	if (ret < 0)
+		return ret;
+	parse_status(reply->str, st);
+	return 0;
+}
+
 /* ---- which mount serves an image ---- */
 
 /*
@@ -153,6 +213,63 @@ void dioloop_image_ref_clear(struct dioloop_image_ref *ref)
 	*ref = (struct dioloop_image_ref){ 0 };
 }
 
+/* True when image (a path) has a redirect file beside it: a migrated
+ * image, which may have been removed after the switch. */
+static bool has_redirect(const char *image)
+{
+	g_autofree char *dir = g_path_get_dirname(image);
+	g_autofree char *base = g_path_get_basename(image);
+	g_autofree char *name = dioloop_redirect_name(base);
+	g_autofree char *path = g_build_filename(dir, name, NULL);
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+char *dioloop_image_ref_redirect(const struct dioloop_image_ref *ref)
+{
+	g_autofree char *dir = NULL, *base = NULL, *name = NULL;
+	char buf[DIOLOOP_REDIRECT_MAX + 1];
+	struct dioloop_redirect r;
+	struct stat st;
+	char *dest = NULL;
+	ssize_t n;
+	int dirfd;
+
+	if (!ref->image || backend_is_url(ref->image))
+		return NULL;
+	dir = g_path_get_dirname(ref->image);
+	base = g_path_get_basename(ref->image);
+	name = dioloop_redirect_name(base);
+	dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return NULL;
+	n = sidecar_read(dirfd, name, buf, sizeof(buf), NULL);
+	if (n <= 0 || (size_t)n >= DIOLOOP_REDIRECT_MAX ||
+	    strlen(buf) != (size_t)n || dioloop_redirect_parse(buf, &r) < 0) {
+		close(dirfd);
+		return NULL;
+	}
+	/* As the daemon: for this image, which is still the file
+	 * migrated (or gone), to a target that is still the file made. */
+	if (strcmp(r.name, base))
+		goto out;
+	if (fstatat(dirfd, base, &st, 0) == 0 &&
+	    ((uint64_t)st.st_dev != r.image_dev ||
+	     (uint64_t)st.st_ino != r.image_ino))
+		goto out;
+	if ((r.target_dev || r.target_ino) &&
+	    (lstat(r.path, &st) < 0 || !S_ISREG(st.st_mode) ||
+	     (uint64_t)st.st_dev != r.target_dev ||
+	     (uint64_t)st.st_ino != r.target_ino))
+		goto out;
+	dest = g_steal_pointer(&r.path);
+out:
+	dioloop_redirect_clear(&r);
+	close(dirfd);
+	return dest;
+}
+
 /* A node of a mount at dir: online; the image in the mount's source. */
 static void resolve_node(const char *dir, const char *name, char *ctl,
 			 struct dioloop_image_ref *ref)
@@ -167,7 +284,8 @@ static void resolve_node(const char *dir, const char *name, char *ctl,
 	if (!find_dioloop_mount(dir, NULL, &source, NULL))
 		return;
 	path = g_build_filename(source, name, NULL);
-	if (stat(path, &st) == 0) {
+	/* A migrated image: maybe removed after the switch. */
+	if (stat(path, &st) == 0 || has_redirect(path)) {
 		ref->image = g_steal_pointer(&path);
 		return;
 	}
@@ -241,6 +359,17 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 		return 0;
 	}
 	real = absolute_path(arg);
+	if (!real && errno == ENOENT && has_redirect(arg)) {
+		/* An image migrated away and removed: its redirect stays. */
+		g_autofree char *d = g_path_get_dirname(arg);
+		g_autofree char *rd = realpath(d, NULL);
+
+		base = g_path_get_basename(arg);
+		if (rd)
+			real = g_build_filename(rd, base, NULL);
+		g_clear_pointer(&base, g_free);
+		errno = ENOENT;
+	}
 	if (real) {
 		resolve_existing(real, ref);
 		return 0;

@@ -39,6 +39,23 @@ int dioloop_ctl_send(const char *ctl, const char *line, GString *reply);
 int dioloop_ctl_run(const char *cmd, const struct dioloop_ctl_target *t,
 		    const char *line);
 
+/* A node's migrate-status reply (fusefs/migrate.h), parsed. */
+struct dioloop_migrate_status {
+	char state[16];			/* idle, copying, switching, done,
+					 * failed, cancelled */
+	uint64_t done, total, dirty, passes, retried, failed, bad;
+	uint64_t rate, elapsed_ms;
+	char message[512];		/* the "message:" line, if any */
+	char format[16];		/* the "dest:" line: FORMAT PATH */
+	char dest[4096];		/* "" when no migration ran */
+};
+
+/* Ask ctl for the migration of qnode (a shell-quoted node name): 0 with
+ * *st, or -errno with the daemon's reply in reply. */
+int dioloop_migrate_status_get(const char *ctl, const char *qnode,
+			       struct dioloop_migrate_status *st,
+			       GString *reply);
+
 /*
  * An IMAGE[@VOLUME] argument, or a node path MOUNTPOINT/NODE, resolved.
  * Online (ctl set): a running mount serves the image, and commands go
@@ -57,6 +74,14 @@ struct dioloop_image_ref {
 int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 			      GError **error);
 void dioloop_image_ref_clear(struct dioloop_image_ref *ref);
+
+/*
+ * Where ref's image lives when a migration switched it away: the path or
+ * URL its redirect (fusefs/redirect.h) names, believed as the daemon
+ * believes it (ours, written for this image, the image and the target
+ * still the files it names); NULL when there is none (g_free it).
+ */
+char *dioloop_image_ref_redirect(const struct dioloop_image_ref *ref);
 
 /*
  * Open ref's image offline (backend_probe chooses the backend; its name

@@ -189,6 +189,7 @@ struct node_rates {
 	double r_p50, r_p99, w_p50, w_p99;	/* us */
 	gint64 in_flight, queued;
 	bool scrubbing;
+	JsonObject *migration;		/* the running migration, or NULL */
 	double busy;			/* what sorts busy nodes first */
 };
 
@@ -214,8 +215,33 @@ static void node_rates_get(JsonObject *o, JsonObject *n, double dt,
 		       get_obj(n, "scrub") &&
 		       json_object_get_boolean_member_with_default(
 			       get_obj(n, "scrub"), "running", FALSE);
+	r->migration = get_obj(n, "migration");
 	r->busy = r->r_ops + r->w_ops + r->f_ops + r->errors +
-		  (double)(r->in_flight + r->queued) + (r->scrubbing ? 1 : 0);
+		  (double)(r->in_flight + r->queued) + (r->scrubbing ? 1 : 0) +
+		  (r->migration ? 1 : 0);
+}
+
+/* The line under a migrating node: its phase and progress, cut to 80
+ * columns with the rest of the row (prefix: the time, or nothing). */
+static void print_migration(const char *prefix, JsonObject *m)
+{
+	gint64 done = get_int(m, "copied", NULL);
+	gint64 left = get_int(m, "remaining", NULL);
+	const char *phase = json_object_get_string_member_with_default(
+		m, "phase", "?");
+	const char *dest = json_object_get_string_member_with_default(
+		m, "dest", "?");
+	char d[16], l[16], r[16], line[4200];
+
+	snprintf(line, sizeof(line), "%s  migration %s %.0f%% pass %"
+		 G_GINT64_FORMAT ": %s copied, %s left, %s/s -> %s", prefix,
+		 phase, done + left ? 100.0 * (double)done /
+					 (double)(done + left) : 0.0,
+		 get_int(m, "pass", NULL), bytes_str((double)done, d, 16),
+		 bytes_str((double)left, l, 16),
+		 bytes_str((double)get_int(m, "rate_bps", NULL), r, 16),
+		 dest);
+	printf("%.80s\n", line);
 }
 
 static gint by_busy(gconstpointer a, gconstpointer b)
@@ -300,6 +326,14 @@ void stats_print_rates(JsonObject *prev, JsonObject *cur, double dt,
 		       MIN(r->throttled * 100, 999), MIN(r->errors, 9999),
 		       MIN(r->in_flight + r->queued, 999));
 		shown++;
+		if (r->migration &&
+		    !(v->tty && v->rows > 3 && shown >= v->rows - 3)) {
+			g_autofree char *pre = g_strdup_printf(
+				"%s%s", v->tty ? "" : when, v->tty ? "" : " ");
+
+			print_migration(pre, r->migration);
+			shown++;
+		}
 	}
 	g_array_free(rates, TRUE);
 	fflush(stdout);
@@ -346,6 +380,14 @@ void stats_print_rates_json(JsonObject *prev, JsonObject *cur, double dt)
 		I("queued", r->queued);
 #undef D
 #undef I
+		if (r->migration) {
+			/* As stats.json has it: its rate is already one. */
+			JsonNode *m = json_node_alloc();
+
+			json_node_init_object(m, r->migration);
+			json_builder_set_member_name(jb, "migration");
+			json_builder_add_value(jb, m);
+		}
 		json_builder_end_object(jb);
 	}
 	json_builder_end_object(jb);
@@ -475,6 +517,45 @@ static void latency_histograms(FILE *f, JsonObject *root)
 	g_list_free(names);
 }
 
+/* The running migrations' gauges, by node: only when one runs. */
+static void migrations(FILE *f, JsonObject *root)
+{
+	static const struct {
+		const char *name, *key, *help;
+	} g[] = {
+		{ "dioloop_migration_copied_bytes", "copied",
+		  "Bytes a running migration copied, by node." },
+		{ "dioloop_migration_remaining_bytes", "remaining",
+		  "Bytes a running migration has still to copy, by node." },
+		{ "dioloop_migration_pass", "pass",
+		  "The pass a running migration is in (1: the first), by node." },
+		{ "dioloop_migration_rate_bytes_per_second", "rate_bps",
+		  "Bytes a running migration copies a second on average, by node." },
+	};
+	JsonObject *nodes = get_obj(root, "nodes");
+	GList *names = node_names(root), *l;
+	bool any = false;
+	guint i;
+
+	for (l = names; l && !any; l = l->next)
+		any = get_obj(get_obj(nodes, l->data), "migration") != NULL;
+	for (i = 0; any && i < G_N_ELEMENTS(g); i++) {
+		family(f, g[i].name, "gauge", g[i].help);
+		for (l = names; l; l = l->next) {
+			JsonObject *m = get_obj(get_obj(nodes, l->data),
+						"migration");
+			g_autofree char *node = NULL;
+
+			if (!m)
+				continue;
+			node = label(l->data);
+			fprintf(f, "%s{node=\"%s\"} %" G_GINT64_FORMAT "\n",
+				g[i].name, node, get_int(m, g[i].key, NULL));
+		}
+	}
+	g_list_free(names);
+}
+
 void stats_print_prometheus(FILE *f, JsonObject *root)
 {
 	JsonNode *up = json_object_get_member(root, "uptime_s");
@@ -511,5 +592,6 @@ void stats_print_prometheus(FILE *f, JsonObject *root)
 	family(f, "dioloop_allocated_bytes", "gauge",
 	       "Bytes the image uses on its host, by node.");
 	per_node(f, root, "dioloop_allocated_bytes", "allocated", NULL, false);
+	migrations(f, root);
 	latency_histograms(f, root);
 }

@@ -82,6 +82,12 @@ run info --output=json src/r.img
 run info --output=xml src/r.img
 run info --output=human --json src/r.img
 run info src/missing.img
+# A redirect file nobody can believe (not ours: no mode 0600, junk)
+# beside a missing image: still a missing path.
+printf 'junk\n' >src/.ghost.img.dioloop-redirect
+chmod 644 src/.ghost.img.dioloop-redirect
+run info src/ghost.img
+rm src/.ghost.img.dioloop-redirect
 run check src/missing.img
 run scrub src/missing.img
 run check src/r.img
@@ -118,6 +124,16 @@ run stats --count 2 mnt
 run stats --output=yaml mnt
 run migrate mnt/nope.img x.img
 run migrate -d mnt/r.img x.img
+run migrate --status mnt/r.img
+run migrate --status --json mnt/r.img
+run migrate --status mnt/r.img x.img
+run migrate --status
+run migrate --status --cancel mnt/r.img
+run migrate --json mnt/r.img x.img
+run migrate --status --output=xml mnt/r.img
+run migrate --status mnt/nope.img
+run migrate --status mnt
+run migrate --status missing/r.img
 run snapshot --delete mnt/c.img nosuch
 run snapshot --delete mnt/c.img s1
 compare mount

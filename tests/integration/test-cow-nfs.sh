@@ -5,7 +5,7 @@
 # container reached through the nfs store:
 #  - `dioloop mount nfs://...` serves the cow image found in the export as
 #    a cow node (format cow in stats.json, the volume's size, not the
-#    container file's);
+#    container file's; the container file's mtime on the server);
 #  - ext4 through a direct-I/O loop device over the node: mkfs.ext4, files
 #    with known checksums, e2fsck -fn clean;
 #  - a snapshot through the ctl file: the node IMAGE@NAME is listed,
@@ -45,6 +45,11 @@ expect_eq "the remote cow image is served as a cow node (stats.json format)" cow
 	"$(node_stat "$MNT" disk.cow format)"
 expect_eq "the node's size is the volume's (96 MiB), not the container file's" \
 	100663296 "$(stat -c %s "$NODE")"
+expect_eq "the node's mtime is the exported container file's (the server's, not 1970)" \
+	"$(stat -c %Y "$IMAGES/disk.cow")" "$(stat -c %Y "$NODE")"
+expect_match "info on the exported image through nfs:// says cow on nfs" \
+	'.*format: +cow on nfs .*' \
+	"$("$DIOLOOP_BIN" info "$DIR_URL/disk.cow$OPTS" 2>&1 | tr '\n' ' ')"
 
 it_log "---- ext4 through a loop device"
 attach_loop "$NODE"

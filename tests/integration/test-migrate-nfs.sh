@@ -57,6 +57,9 @@ else
 	it_show "$IT_TMP/fio.out" 15
 fi
 expect_eq "b.img is served by the nfs backend" nfs "$(node_format b.img)"
+expect_match "info on the node: the data lives on the server, a raw image on nfs" \
+	".*format: +raw on nfs .*migrated: +to ${URL//./\\.} \(raw on nfs\).*" \
+	"$("$DIOLOOP_BIN" info "$MNT/b.img" 2>&1 | tr '\n' ' ')"
 check_files "$INNER" b
 umount_inner "$INNER" || it_die "cannot go on with $INNER mounted"
 expect_ok "e2fsck of the migrated ext4 is clean" e2fsck -fn "$B_LOOP"

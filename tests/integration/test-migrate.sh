@@ -11,7 +11,11 @@
 #  - a destination that fills up mid-copy: the migration fails, the node
 #    keeps serving its source, byte for byte;
 #  - Ctrl-C of dioloop migrate, and kill -9 of the daemon during a
-#    migration: the node is on its source, intact.
+#    migration: the node is on its source, intact;
+#  - a migration is visible: info on a migrated node (and on its source,
+#    also when removed) names the destination and its format; a running
+#    one is in stats.json, stats --watch and migrate --status, and what
+#    it refuses names it.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 it_begin "live migration of mounted nodes between raw and cow" \
@@ -64,6 +68,23 @@ expect_eq "the redirect names the destination" "$DST/a.cow" \
 	"$(sed -n 's/^path //p' "$SRC/.a.img.dioloop-redirect" 2>&1)"
 expect_eq "a.img is served by the cow backend now" cow \
 	"$(node_format a.img)"
+out=$("$DIOLOOP_BIN" info "$MNT/a.img" 2>&1)
+expect_match "info on the node: format cow (the destination's)" \
+	".*format: +cow.*" "$(tr '\n' ' ' <<<"$out")"
+expect_match "info on the node: where the data lives" \
+	".*migrated: +to $DST/a\.cow \(cow\).*" "$(tr '\n' ' ' <<<"$out")"
+expect_eq "info --json on the node: migrated_to" "$DST/a.cow cow cow" \
+	"$(info_json "$MNT/a.img" | jq -r '"\(.migrated_to.path) \(.migrated_to.format) \(.format)"' 2>&1)"
+expect_eq "info --json on the source image: migrated_to" "$DST/a.cow cow" \
+	"$(info_json "$SRC/a.img" | jq -r '"\(.migrated_to.path) \(.format)"' 2>&1)"
+expect_match "migrate --status after the switch says switched" \
+	"a\.img: switched to $DST/a\.cow \(cow\).*" \
+	"$("$DIOLOOP_BIN" migrate --status "$MNT/a.img" 2>&1)"
+expect_eq "migrate --status --json after the switch" "switched false $DST/a.cow" \
+	"$("$DIOLOOP_BIN" migrate --status --json "$MNT/a.img" | jq -r '"\(.state) \(.running) \(.dest)"' 2>&1)"
+expect_match "migrate --status of a node never migrated" \
+	"d\.img: no migration is running" \
+	"$("$DIOLOOP_BIN" migrate --status "$MNT/d.img" 2>&1)"
 mapped=$(info_json "$DST/a.cow" | jq -r '[.volumes[] | .mapped_blocks] | add' 2>&1)
 expect_eq "the destination maps exactly the 10 MiB written (holes stay holes)" \
 	2560 "$mapped"
@@ -184,6 +205,58 @@ expect_eq "the cancelled destination is removed" no \
 status=$("$DIOLOOP_BIN" migrate --cancel "$MNT/c.img" 2>&1)
 expect_match "cancel with nothing running says so" ".*no migration.*running.*" "$status"
 
+# ---------------------------------------------------------------- a running migration is visible
+
+expect_ok "start a slow migration of c.img (--detach)" \
+	"$DIOLOOP_BIN" migrate --detach --bps 4M "$MNT/c.img" "$DST/c3.raw"
+sleep 1.5
+mig=$(jq -c '.nodes["c.img"].migration' "$MNT/.dioloop/stats.json" 2>&1)
+expect_eq "stats.json: the migration's phase, destination, pass" \
+	"copying $DST/c3.raw raw 1" \
+	"$(jq -r '"\(.phase) \(.dest) \(.format) \(.pass)"' <<<"$mig" 2>&1)"
+expect_eq "stats.json: bytes copied, remaining, rate > 0" "true true true" \
+	"$(jq -r '"\(.copied > 0) \(.remaining > 0) \(.rate_bps > 0)"' <<<"$mig" 2>&1)"
+expect_eq "stats.json: no migration on an idle node" null \
+	"$(jq -c '.nodes["b.img"].migration' "$MNT/.dioloop/stats.json" 2>&1)"
+expect_match "info on the node says it is being migrated, and where to" \
+	".*format: +raw .*migrating: +to $DST/c3\.raw \(raw\): copying, [0-9]+% copied.*" \
+	"$("$DIOLOOP_BIN" info "$MNT/c.img" 2>&1 | tr '\n' ' ')"
+expect_eq "info --json on the source image: migrating" "$DST/c3.raw copying" \
+	"$(info_json "$SRC/c.img" | jq -r '"\(.migrating.dest) \(.migrating.phase)"' 2>&1)"
+out=$("$DIOLOOP_BIN" migrate --status "$MNT/c.img" 2>&1)
+expect_match "migrate --status of the running migration" \
+	"c\.img: migrating to $DST/c3\.raw \(raw\): copying, pass 1, .* copied \([0-9]+%\), .*/s" "$out"
+"$DIOLOOP_BIN" stats --watch --interval 0.3 --count 1 "$MNT" >"$IT_TMP/watch.out" 2>&1
+expect_match "stats --watch shows the migration under its node" \
+	".*c\.img.* +migration copying [0-9]+% pass 1: .* copied, .* left, .*/s -> .*" \
+	"$(tr '\n' ' ' <"$IT_TMP/watch.out")"
+expect_eq "stats --watch: no line over 80 columns" 0 \
+	"$(awk 'length > 80' "$IT_TMP/watch.out" | wc -l)"
+expect_eq "stats --watch --json carries the migration" "copying $DST/c3.raw" \
+	"$("$DIOLOOP_BIN" stats --watch --json --interval 0.3 --count 1 "$MNT" |
+		jq -r '.nodes["c.img"].migration | "\(.phase) \(.dest)"' 2>&1)"
+prom=$("$DIOLOOP_BIN" stats --prometheus "$MNT" 2>&1)
+expect_match "stats --prometheus: the migration's gauges for c.img" \
+	'.*# TYPE dioloop_migration_copied_bytes gauge dioloop_migration_copied_bytes\{node="c\.img"\} [1-9][0-9]* .*dioloop_migration_pass\{node="c\.img"\} 1 .*' \
+	"$(tr '\n' ' ' <<<"$prom")"
+expect_status "a second migration of c.img is refused" 1 \
+	"$DIOLOOP_BIN" migrate --detach "$MNT/c.img" "$DST/c4.raw"
+expect_match "the refusal names the running migration" \
+	".*a migration to $DST/c3\.raw is running on 'c\.img'.*" \
+	"$("$DIOLOOP_BIN" migrate --detach "$MNT/c.img" "$DST/c4.raw" 2>&1)"
+expect_match "a snapshot during the migration names it too" \
+	".*a migration to $DST/c3\.raw is running on 'c\.img'.*" \
+	"$("$DIOLOOP_BIN" snapshot "$MNT/c.img" s1 2>&1)"
+must "cancel the slow migration" "$DIOLOOP_BIN" migrate --cancel "$MNT/c.img"
+for _ in $(seq 50); do
+	"$DIOLOOP_BIN" migrate --status "$MNT/c.img" 2>&1 | grep -q "no migration is running" && break
+	sleep 0.1
+done
+expect_match "migrate --status after the cancel" \
+	"c\.img: the migration to $DST/c3\.raw was cancelled; the node stays on its source.*" \
+	"$("$DIOLOOP_BIN" migrate --status "$MNT/c.img" 2>&1)"
+expect_same_bytes "c.img is on its source after the cancel" "$SRC/c.img" "$MNT/c.img"
+
 # ---------------------------------------------------------------- --remove-source
 
 must "write 5 MiB to d.img" \
@@ -193,6 +266,12 @@ expect_ok "migrate d.img with --remove-source" migrate d.img "$DST/d.cow" --form
 expect_eq "the source image is removed" no "$([[ -e $SRC/d.img ]] && echo yes || echo no)"
 expect_match "d.img is still listed" ".*d\.img.*" "$(names "$MNT")"
 expect_eq "d.img reads the same from its destination" "$sha_d" "$(sha "$MNT/d.img")"
+expect_eq "info on the removed source image: the destination's format" \
+	"$DST/d.cow cow" \
+	"$(info_json "$SRC/d.img" | jq -r '"\(.migrated_to.path) \(.format)"' 2>&1)"
+expect_match "info on the node of a removed source" \
+	".*format: +cow.*migrated: +to $DST/d\.cow \(cow\).*" \
+	"$("$DIOLOOP_BIN" info "$MNT/d.img" 2>&1 | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- restart serves the redirects
 

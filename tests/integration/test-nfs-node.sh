@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 #
 # nfs:// sources end to end against a real nfs-ganesha (nfs-lib.sh):
-# `dioloop create` and `info` of an image on the server, `dioloop mount`
-# of the remote directory (and through the mount.fuse3 helper form),
+# `dioloop create` and `info` of an image on the server (a raw image on
+# nfs), `dioloop mount`
+# of the remote directory (and through the mount.fuse3 helper form), the
+# nodes' times the server's,
 # data written through a node byte-identical to the exported file, an
 # image created later appearing as a node, a direct-I/O loop device over
 # a node with ext4 and fio verify=crc32c, e2fsck of the server's file,
@@ -14,7 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$IT_DIR/nfs-lib.sh"
 
 it_begin "nfs:// sources: a remote directory as block nodes" ganesha.nfsd rpcinfo \
-	fio mkfs.ext4 e2fsck dd
+	fio mkfs.ext4 e2fsck dd jq
 [[ -n $(find /usr/lib* -name 'libfsalvfs*' -print -quit 2>/dev/null) ]] ||
 	it_skip "nfs-ganesha-vfs is not installed (tools/run-tests installs it)"
 
@@ -49,8 +51,11 @@ it_log "---- create and info"
 must "dioloop create nfs://.../disk0.img --size 96M" \
 	"$DIOLOOP_BIN" create "$DIR_URL/disk0.img$OPTS" --size 96M
 expect_eq "the server's disk0.img has 96 MiB" 100663296 "$(stat -c %s "$IMAGES/disk0.img")"
-expect_match "dioloop info nfs://.../disk0.img" '.*format: *nfs.*size: *100663296 .*' \
+expect_match "dioloop info nfs://.../disk0.img: a raw image on nfs" \
+	'.*format: *raw on nfs .*size: *100663296 .*' \
 	"$("$DIOLOOP_BIN" info "$DIR_URL/disk0.img$OPTS" 2>&1 | tr '\n' ' ')"
+expect_eq "dioloop info --json nfs://.../disk0.img: format raw, protocol nfs" "raw nfs" \
+	"$("$DIOLOOP_BIN" info --json "$DIR_URL/disk0.img$OPTS" 2>&1 | jq -r '"\(.format) \(.protocol)"')"
 expect_one_line_error "create over an existing image" 1 \
 	"$DIOLOOP_BIN" create "$DIR_URL/disk0.img?$MNTOPT" --size 1M
 expect_one_line_error "create with a bad URL option" 2 \
@@ -76,9 +81,23 @@ start_daemon "$DIR_URL$OPTS" "$MNT"
 NODE=$MNT/disk0.img
 expect_eq "nodes of the remote directory" "disk0.img" "$(names "$MNT")"
 expect_eq "the node's size" 100663296 "$(stat -c %s "$NODE")"
+# The server's times, not 1970: mtime and ctime as the exported file has
+# them (written through the server); atime recent (reads on the server
+# may move it).
+expect_eq "the node's mtime is the server's" "$(stat -c %Y "$IMAGES/disk0.img")" \
+	"$(stat -c %Y "$NODE")"
+expect_eq "the node's ctime is the server's" "$(stat -c %Z "$IMAGES/disk0.img")" \
+	"$(stat -c %Z "$NODE")"
+expect_eq "the node's atime is recent" yes \
+	"$( (( $(stat -c %X "$NODE") > $(date +%s) - 600 )) && echo yes || echo no)"
 head -c $((3 << 20)) /dev/urandom >"$IT_TMP/data"
+sleep 1.1	# so that the write moves the mtime by a second
 must "dd 3 MiB (O_DIRECT) to the node at 2 MiB, fsync" \
 	dd if="$IT_TMP/data" of="$NODE" bs=1M seek=2 oflag=direct conv=notrunc,fsync status=none
+mt_node=$(stat -c %Y "$NODE")
+mt_server=$(stat -c %Y "$IMAGES/disk0.img")
+expect_eq "after a write the node's mtime follows the server's (within 1 s; node $mt_node, server $mt_server)" yes \
+	"$( ((mt_node >= mt_server - 1 && mt_node <= mt_server + 1)) && echo yes || echo no)"
 dd if="$IMAGES/disk0.img" of="$IT_TMP/back" bs=1M skip=2 count=3 status=none
 if cmp "$IT_TMP/data" "$IT_TMP/back"; then
 	it_ok "the exported file holds the 3 MiB written through the node (cmp)"

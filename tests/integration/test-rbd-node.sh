@@ -61,7 +61,8 @@ expect_one_line_error() {
 
 it_log "---- create, info and errors"
 must "dioloop create $DIR_URL/disk0 --size 96M" "$DIOLOOP_BIN" create "$DIR_URL/disk0$OPTS" --size 96M
-expect_match "dioloop info $DIR_URL/disk0" '.*format: *rbd.*size: *100663296 .*' \
+expect_match "dioloop info $DIR_URL/disk0: a raw image on rbd" \
+	'.*format: *raw on rbd .*size: *100663296 .*' \
 	"$("$DIOLOOP_BIN" info "$DIR_URL/disk0$OPTS" 2>&1 | tr '\n' ' ')"
 expect_eq "rbd ls rbd/$NS" disk0 "$(timeout 60 rbd ls "rbd/$NS")"
 expect_one_line_error "create over an existing image" 1 \
