@@ -726,7 +726,7 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	/* The switch records a redirect next to the image: a local source
 	 * directory's business. */
 	if (fs->remote) {
-		g_string_append(reply, "migrate: not on a mount of an nfs:// source\n");
+		g_string_append(reply, "migrate: not on a mount of a URL source (nfs://, rbd://)\n");
 		return -EOPNOTSUPP;
 	}
 	job = g_new0(struct dioloop_migration, 1);
@@ -744,7 +744,7 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 			goto err_job;
 		}
 		if (job->format && strcmp(job->format, "raw")) {
-			g_string_append(reply, "migrate: an nfs:// destination holds a raw image (format=cow needs a local path)\n");
+			g_string_append(reply, "migrate: a URL destination (nfs://, rbd://) holds a raw image (format=cow needs a local path)\n");
 			ret = -EINVAL;
 			goto err_job;
 		}
