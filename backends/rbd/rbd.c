@@ -24,6 +24,8 @@ static void drbd_free(struct drbd *d)
 		rbd_close(d->image);
 	drbd_disconnect(d->cluster, d->ioctx);
 	drbd_url_clear(&d->url);
+	g_free(d->snap);
+	g_free(d->clone);
 	g_mutex_clear(&d->grow_lock);
 	g_free(d);
 }
@@ -63,6 +65,28 @@ static int drbd_lock(struct drbd *d, GError **error)
 				 d->url.url, g_strerror(-r));
 }
 
+/* Open volume name of d's image: the clone IMAGE@NAME (an image of
+ * that name, volume.c), else the snapshot NAME, read-only.  0 or
+ * -errno. */
+static int drbd_open_volume(struct drbd *d, const char *name)
+{
+	g_autofree char *clone = drbd_clone_image(d->url.image, name);
+	int ret;
+
+	ret = d->rdonly ?
+		rbd_open_read_only(d->ioctx, clone, &d->image, NULL) :
+		rbd_open(d->ioctx, clone, &d->image, NULL);
+	if (ret == 0) {
+		d->clone = g_steal_pointer(&clone);
+		return 0;
+	}
+	if (ret != -ENOENT)
+		return ret;
+	d->snap = g_strdup(name);
+	d->rdonly = true;
+	return rbd_open_read_only(d->ioctx, d->url.image, &d->image, name);
+}
+
 /* Connect, open the image (read-only without the lock, else with it) and
  * start its completion thread.  Control thread. */
 static int drbd_open(struct backend *b, const struct backend_open_args *args)
@@ -71,10 +95,6 @@ static int drbd_open(struct backend *b, const struct backend_open_args *args)
 	uint64_t size;
 	int ret;
 
-	if (args->volume && args->volume[0])
-		return backend_set_error(args->error, -ENOENT,
-					 "%s: rbd images have no volume \"%s\"",
-					 args->path, args->volume);
 	d = g_new0(struct drbd, 1);
 	g_mutex_init(&d->grow_lock);
 	d->efd = -1;
@@ -90,15 +110,24 @@ static int drbd_open(struct backend *b, const struct backend_open_args *args)
 	ret = drbd_connect(&d->url, &d->cluster, &d->ioctx, args->error);
 	if (ret < 0)
 		goto fail;
-	if (d->rdonly)
+	if (args->volume && args->volume[0])
+		ret = drbd_open_volume(d, args->volume);
+	else if (d->rdonly)
 		ret = rbd_open_read_only(d->ioctx, d->url.image, &d->image,
 					 NULL);
 	else
 		ret = rbd_open(d->ioctx, d->url.image, &d->image, NULL);
 	if (ret < 0) {
 		d->image = NULL;
-		backend_set_error(args->error, ret, "%s: image %s: %s",
-				  d->url.url, d->url.image, g_strerror(-ret));
+		if (args->volume && args->volume[0])
+			backend_set_error(args->error, ret,
+					  "%s: volume %s (a snapshot or clone): %s",
+					  d->url.url, args->volume,
+					  g_strerror(-ret));
+		else
+			backend_set_error(args->error, ret, "%s: image %s: %s",
+					  d->url.url, d->url.image,
+					  g_strerror(-ret));
 		goto fail;
 	}
 	if (!d->rdonly) {
@@ -429,6 +458,7 @@ const struct backend_ops rbd_backend_ops = {
 	.resize = drbd_resize,
 	.map = drbd_map,
 	.info = drbd_info,
+	.volumes = &drbd_volume_ops,
 	.protocol = "rbd",
 	.create = drbd_create,
 	.create_align = 1,

@@ -36,6 +36,8 @@
  *    default); librbd then breaks it.
  *  - a request the cluster does not answer within timeout= fails with
  *    EIO (librados's rados_osd_op_timeout), with one log line per outage.
+ *  - volumes (volume.c): rbd snapshots are read-only volumes, a clone
+ *    NAME the image IMAGE@NAME (rbd_clone3 of a protected snapshot).
  */
 #ifndef DIOLOOP_RBD_H
 #define DIOLOOP_RBD_H

@@ -5,7 +5,8 @@
 # fixture's, or one of its own when run alone), while fio verify=crc32c
 # runs through ext4 on a direct-I/O loop device over the node: a raw
 # image moves to an rbd image, then that rbd image to a local cow image.
-# After each switch: no verify error, the files intact, e2fsck clean, the
+# A snapshot of the node while on rbd (a redirect to an rbd image) is a
+# node too.  After each switch: no verify error, the files intact, e2fsck clean, the
 # destination byte-identical to the node (the rbd image as `rbd export`
 # reads it) and, after a restart, the node served from it.  Then `dioloop
 # convert` of a sparse raw image to rbd:// and back: the same bytes, the
@@ -80,6 +81,16 @@ rm -f "$IT_TMP/b.export"
 start_daemon "$SRC" "$MNT"
 expect_eq "after a restart b.img is served by the rbd backend" rbd "$(node_format b.img)"
 expect_eq "after a restart b.img has the rbd image's bytes" "$sha_node" "$(sha "$MNT/b.img")"
+
+it_log "---- a snapshot of the node on rbd"
+expect_ok "dioloop snapshot of b.img (on rbd)" "$DIOLOOP_BIN" snapshot "$MNT/b.img" pre
+expect_eq "the snapshot is a node" "b.img b.img@pre" "$(names "$MNT")"
+expect_same_bytes "the snapshot of the idle node" "$MNT/b.img" "$MNT/b.img@pre"
+expect_eq "stats.json answers, the snapshot is read-only" true \
+	"$(jq -r '.nodes["b.img@pre"].readonly' "$MNT/.dioloop/stats.json" 2>&1)"
+expect_status "migrating a node with a snapshot is refused (one volume would move)" 1 \
+	"$DIOLOOP_BIN" migrate "$MNT/b.img" "$DST/x.raw"
+expect_ok "delete the snapshot" "$DIOLOOP_BIN" snapshot --delete "$MNT/b.img" pre
 
 it_log "---- rbd -> cow under fio"
 attach_loop "$MNT/b.img"
