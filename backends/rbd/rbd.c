@@ -207,12 +207,6 @@ static int drbd_flush(struct backend *b)
 	return drbd_run_sync(d, DRBD_FLUSH, 0, 0);
 }
 
-/* rbd_aio_discard.  Worker thread. */
-static int drbd_discard(struct backend *b, uint64_t pos, uint64_t len)
-{
-	return drbd_run_sync(b->priv, DRBD_DISCARD, pos, len);
-}
-
 /* rbd_aio_write_zeroes.  Worker thread. */
 static int drbd_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 {
@@ -228,6 +222,19 @@ static int drbd_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 		done += n;
 	}
 	return ret;
+}
+
+/*
+ * Discard as rbd_aio_write_zeroes: rbd_aio_discard leaves the parts of the
+ * range that are not aligned to rbd_discard_granularity_bytes (64 KiB by
+ * default, 4 KiB at least) as they were, so a hole punched at 0x1481
+ * would read back old data up to the next 64 KiB.  write_zeroes
+ * deallocates the whole objects of the range as discard does and writes
+ * zeros over the rest.  Worker thread.
+ */
+static int drbd_discard(struct backend *b, uint64_t pos, uint64_t len)
+{
+	return drbd_write_zeroes(b, pos, len);
 }
 
 /* rbd_resize.  Worker thread, nothing in flight. */
