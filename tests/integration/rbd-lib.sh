@@ -31,6 +31,7 @@ rbd_test_cluster() {
 	fi
 	export CEPH_CONF=$CLUSTER/ceph.conf
 	RBD_NS=it$$
+	# shellcheck disable=SC2034  # the tests' URL of the namespace
 	RBD_URL=rbd://rbd/$RBD_NS
 	must "rbd namespace create rbd/$RBD_NS" timeout 60 rbd namespace create "rbd/$RBD_NS"
 }
@@ -38,8 +39,8 @@ rbd_test_cluster() {
 # Every image of the namespace (with its snapshots) and the namespace;
 # clones go before their parents, so a few passes.
 rbd_test_cleanup() {
-	local img snap pass
-	for pass in 1 2 3; do
+	local img snap
+	for _ in 1 2 3; do
 		for img in $(timeout 60 rbd ls "rbd/$RBD_NS" 2>/dev/null); do
 			for snap in $(timeout 60 rbd snap ls --format json "rbd/$RBD_NS/$img" 2>/dev/null |
 				jq -r '.[].name' 2>/dev/null); do
