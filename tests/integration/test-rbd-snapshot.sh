@@ -13,8 +13,8 @@
 #  - a clone IMAGE@NAME is writable and independent of its origin (an rbd
 #    clone of a protected snapshot); delete is refused while it is in use,
 #    then removes the clone image and its snapshot;
-#  - offline: snapshot and delete of rbd://POOL/NS/IMAGE while no daemon
-#    serves it.
+#  - offline: snapshot, clone, convert of the snapshot (IMAGE@NAME) and
+#    delete of rbd://POOL/NS/IMAGE while no daemon serves it.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$IT_DIR/rbd-lib.sh"
 
@@ -144,6 +144,12 @@ it_log "---- offline: snapshot and clone of an image URL"
 expect_ok "dioloop snapshot $RBD_URL/disk off" "$DIOLOOP_BIN" snapshot "$RBD_URL/disk$OPTS" off
 expect_ok "dioloop clone $RBD_URL/disk offc" "$DIOLOOP_BIN" clone "$RBD_URL/disk$OPTS" offc
 expect_eq "both are there" "@clone-offc off" "$(rbd_snaps disk | tr ' ' '\n' | sort | paste -sd' ' -)"
+expect_ok "convert of the snapshot IMAGE@NAME to a raw file" \
+	"$DIOLOOP_BIN" convert "$RBD_URL/disk$OPTS@off" "$IT_TMP/off.raw"
+expect_ok "convert of the image to a raw file" "$DIOLOOP_BIN" convert "$RBD_URL/disk$OPTS" "$IT_TMP/head.raw"
+expect_same_bytes "the snapshot, taken with nothing writing, holds the image's bytes" \
+	"$IT_TMP/head.raw" "$IT_TMP/off.raw"
+rm -f "$IT_TMP/off.raw" "$IT_TMP/head.raw"
 expect_ok "delete the snapshot offline" "$DIOLOOP_BIN" snapshot --delete "$RBD_URL/disk$OPTS" off
 expect_ok "delete the clone offline" "$DIOLOOP_BIN" snapshot --delete "$RBD_URL/disk$OPTS" offc
 expect_eq "no snapshot is left" "" "$(rbd_snaps disk)"
