@@ -70,17 +70,17 @@ END_TEST
 
 START_TEST(test_registry_unknown_scheme_is_a_clear_error)
 {
-	struct backend_create_args a = { .path = "rbd://pool/img.img",
+	struct backend_create_args a = { .path = "sheepdog://pool/img.img",
 					 .size = MiB };
 	g_autoptr(GError) error = NULL;
 
-	ck_assert_msg(backend_probe("rbd://pool/img.img") == NULL,
+	ck_assert_msg(backend_probe("sheepdog://pool/img.img") == NULL,
 		      "no backend probes an unknown scheme (not raw)");
-	ck_assert_msg(backend_for_url("rbd://pool/img.img", &error) == NULL,
-		      "no backend for rbd://");
+	ck_assert_msg(backend_for_url("sheepdog://pool/img.img", &error) == NULL,
+		      "no backend for sheepdog://");
 	ck_assert_msg(error && error->code == EPROTONOSUPPORT,
 		      "error code EPROTONOSUPPORT");
-	ck_assert_msg(strstr(error->message, "unknown protocol 'rbd'") &&
+	ck_assert_msg(strstr(error->message, "unknown protocol 'sheepdog'") &&
 		      strstr(error->message, "known: nfs"),
 		      "the message names the scheme and the known ones: %s",
 		      error->message);
@@ -89,7 +89,7 @@ START_TEST(test_registry_unknown_scheme_is_a_clear_error)
 	ck_assert_msg(error && strstr(error->message, "unknown protocol"),
 		      "create says why");
 	g_clear_error(&error);
-	ck_assert_int_eq(backend_check_url("rbd://pool/img.img", true, &error),
+	ck_assert_int_eq(backend_check_url("sheepdog://pool/img.img", true, &error),
 			 -EPROTONOSUPPORT);
 	g_clear_error(&error);
 }
