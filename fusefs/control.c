@@ -655,6 +655,7 @@ static int ctl_scrub(struct dioloop_fs *fs, int argc, char **argv,
 	g_autoptr(GError) error = NULL;
 	struct dioloop_node *node;
 	struct ctl_scrub sc = { .fs = fs };
+	struct dioloop_image_lock unshared = { .fd = -1 };
 	bool busy;
 	int ret;
 
@@ -665,7 +666,9 @@ static int ctl_scrub(struct dioloop_fs *fs, int argc, char **argv,
 	ret = ctl_cow_node(fs, "scrub", argv[0], &node, reply);
 	if (ret < 0)
 		return ret;
-	sc.l = node->lock;
+	/* An image reached by URL from a local source (a migration's
+	 * destination) has no shared entry: its state lives here. */
+	sc.l = node->lock ? node->lock : &unshared;
 	g_mutex_lock(&fs->lock);
 	busy = sc.l->scrubbing;
 	if (!busy) {
@@ -734,7 +737,7 @@ static int ctl_scrub_status(struct dioloop_fs *fs, int argc, char **argv,
 		return ret;
 	l = node->lock;
 	g_mutex_lock(&fs->lock);
-	if (l->scrubbing)
+	if (l && l->scrubbing)
 		g_string_append_printf(reply, "running %llu %llu %llu\n",
 				       (unsigned long long)l->scrub_done,
 				       (unsigned long long)l->scrub_total,

@@ -365,7 +365,7 @@ static int job_switch(struct dioloop_migration *job, struct migration *m,
 	g_rw_lock_writer_lock(&node->b_lock);
 	ret = mirror_filter_switch(&node->b, job->mirror, &old);
 	if (ret == 0)
-		node->cow = !strcmp(job->format, "cow");
+		node->cow = backend_has_volumes(job->dst);
 	g_rw_lock_writer_unlock(&node->b_lock);
 	if (ret < 0)
 		return job_fail(error, ret, "the copy did not finish");
@@ -675,6 +675,25 @@ static struct dioloop_migration *job_reuse(struct dioloop_migration *old,
 	return old;
 }
 
+/* The source's format when none is asked for: cow for a cow image, raw
+ * for the rest (an rbd image has volumes, its snapshots, but is raw
+ * bytes). */
+static const char *migrate_default_format(struct dioloop_node *node)
+{
+	struct backend *b, *vb;
+	const char *format = "raw";
+
+	if (!node->cow)
+		return format;
+	b = dioloop_node_backend_get(node);
+	vb = b ? dioloop_node_volume_backend(b) : NULL;
+	if (vb && !vb->ops->protocol)
+		format = "cow";
+	if (b)
+		dioloop_node_backend_put(node);
+	return format;
+}
+
 int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 			GString *reply)
 {
@@ -691,7 +710,7 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 	/* The switch records a redirect next to the image: a local source
 	 * directory's business. */
 	if (fs->remote) {
-		g_string_append(reply, "migrate: not on a mount of an nfs:// source\n");
+		g_string_append(reply, "migrate: not on a mount of a URL source (nfs://, rbd://)\n");
 		return -EOPNOTSUPP;
 	}
 	job = g_new0(struct dioloop_migration, 1);
@@ -711,7 +730,7 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 			goto err_job;
 		}
 		if (job->format && strcmp(job->format, "raw")) {
-			g_string_append(reply, "migrate: an nfs:// destination holds a raw image (format=cow needs a local path)\n");
+			g_string_append(reply, "migrate: a URL destination (nfs://, rbd://) holds a raw image (format=cow needs a local path)\n");
 			ret = -EINVAL;
 			goto err_job;
 		}
@@ -750,7 +769,7 @@ int dioloop_ctl_migrate(struct dioloop_fs *fs, int argc, char **argv,
 		goto err_node;
 	}
 	if (!job->format)
-		job->format = g_strdup(node->cow ? "cow" : "raw");
+		job->format = g_strdup(migrate_default_format(node));
 	ret = dioloop_migrate_check_node(fs, node, reply);
 	if (ret < 0)
 		goto err_node;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "fusefs/fs.h"
 #include "fusefs/remote.h"
 
 /* A listing older than this is refreshed before a lookup trusts it. */
@@ -35,8 +36,11 @@ static int remote_list(struct dioloop_remote *r, GHashTable **out)
 	if (ret < 0)
 		return ret;
 	set = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+	/* Names no image may have (an rbd clone volume's IMAGE@NAME is
+	 * served as a volume of IMAGE) are not nodes of their own. */
 	for (i = 0; i < names->len; i++)
-		g_hash_table_add(set, g_strdup(names->pdata[i]));
+		if (dioloop_is_image_name(names->pdata[i]))
+			g_hash_table_add(set, g_strdup(names->pdata[i]));
 	*out = set;
 	return 0;
 }

@@ -277,6 +277,10 @@ static void add_scrub(JsonBuilder *jb, struct dioloop_fs *fs,
 	uint64_t done, total, bad;
 	bool running;
 
+	/* An image reached by URL from a local source (a migration's
+	 * destination) keeps no scrub state. */
+	if (!l)
+		return;
 	g_mutex_lock(&fs->lock);
 	running = l->scrubbing;
 	done = l->scrub_done;

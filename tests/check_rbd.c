@@ -357,6 +357,15 @@ START_TEST(test_rbd_ops)
 	ck_assert_msg(all_zero(buf + 4 * MiB + 1000, 5000),
 		      "write_zeroes reads as zeros");
 	ck_assert_int_eq(buf[4 * MiB + 6000], 0x5a);
+	/* A discard not aligned to librbd's discard granularity (64 KiB)
+	 * reads as zeros to its first and last byte too. */
+	ck_assert_int_eq(backend_discard(b, 13 * MiB + 0x1481, 0x30000), 0);
+	ck_assert_int_eq(backend_pread(b, buf, 0x40000, 13 * MiB),
+			 (ssize_t)0x40000);
+	ck_assert_int_eq(buf[0x1480], 0x5a);
+	ck_assert_msg(all_zero(buf + 0x1481, 0x30000),
+		      "an unaligned discarded range reads as zeros");
+	ck_assert_int_eq(buf[0x31481], 0x5a);
 
 	ck_assert_int_eq(backend_info(b, &info), 0);
 	ck_assert_str_eq(info.format, "rbd");

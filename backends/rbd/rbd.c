@@ -25,6 +25,8 @@ static void drbd_free(struct drbd *d)
 		rbd_close(d->image);
 	drbd_disconnect(d->cluster, d->ioctx);
 	drbd_url_clear(&d->url);
+	g_free(d->snap);
+	g_free(d->clone);
 	g_mutex_clear(&d->grow_lock);
 	g_free(d);
 }
@@ -64,6 +66,28 @@ static int drbd_lock(struct drbd *d, GError **error)
 				 d->url.url, g_strerror(-r));
 }
 
+/* Open volume name of d's image: the clone IMAGE@NAME (an image of
+ * that name, volume.c), else the snapshot NAME, read-only.  0 or
+ * -errno. */
+static int drbd_open_volume(struct drbd *d, const char *name)
+{
+	g_autofree char *clone = drbd_clone_image(d->url.image, name);
+	int ret;
+
+	ret = d->rdonly ?
+		rbd_open_read_only(d->ioctx, clone, &d->image, NULL) :
+		rbd_open(d->ioctx, clone, &d->image, NULL);
+	if (ret == 0) {
+		d->clone = g_steal_pointer(&clone);
+		return 0;
+	}
+	if (ret != -ENOENT)
+		return ret;
+	d->snap = g_strdup(name);
+	d->rdonly = true;
+	return rbd_open_read_only(d->ioctx, d->url.image, &d->image, name);
+}
+
 /* Connect, open the image (read-only without the lock, else with it) and
  * start its completion thread.  Control thread. */
 static int drbd_open(struct backend *b, const struct backend_open_args *args)
@@ -72,10 +96,6 @@ static int drbd_open(struct backend *b, const struct backend_open_args *args)
 	uint64_t size;
 	int ret;
 
-	if (args->volume && args->volume[0])
-		return backend_set_error(args->error, -ENOENT,
-					 "%s: rbd images have no volume \"%s\"",
-					 args->path, args->volume);
 	d = g_new0(struct drbd, 1);
 	g_mutex_init(&d->grow_lock);
 	d->efd = -1;
@@ -91,15 +111,24 @@ static int drbd_open(struct backend *b, const struct backend_open_args *args)
 	ret = drbd_connect(&d->url, &d->cluster, &d->ioctx, args->error);
 	if (ret < 0)
 		goto fail;
-	if (d->rdonly)
+	if (args->volume && args->volume[0])
+		ret = drbd_open_volume(d, args->volume);
+	else if (d->rdonly)
 		ret = rbd_open_read_only(d->ioctx, d->url.image, &d->image,
 					 NULL);
 	else
 		ret = rbd_open(d->ioctx, d->url.image, &d->image, NULL);
 	if (ret < 0) {
 		d->image = NULL;
-		backend_set_error(args->error, ret, "%s: image %s: %s",
-				  d->url.url, d->url.image, g_strerror(-ret));
+		if (args->volume && args->volume[0])
+			backend_set_error(args->error, ret,
+					  "%s: volume %s (a snapshot or clone): %s",
+					  d->url.url, args->volume,
+					  g_strerror(-ret));
+		else
+			backend_set_error(args->error, ret, "%s: image %s: %s",
+					  d->url.url, d->url.image,
+					  g_strerror(-ret));
 		goto fail;
 	}
 	if (!d->rdonly) {
@@ -186,12 +215,6 @@ static int drbd_flush(struct backend *b)
 	return ret;
 }
 
-/* rbd_aio_discard.  Worker thread. */
-static int drbd_discard(struct backend *b, uint64_t pos, uint64_t len)
-{
-	return drbd_run_sync(b->priv, DRBD_DISCARD, pos, len);
-}
-
 /* rbd_aio_write_zeroes.  Worker thread. */
 static int drbd_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 {
@@ -207,6 +230,19 @@ static int drbd_write_zeroes(struct backend *b, uint64_t pos, uint64_t len)
 		done += n;
 	}
 	return ret;
+}
+
+/*
+ * Discard as rbd_aio_write_zeroes: rbd_aio_discard leaves the parts of the
+ * range that are not aligned to rbd_discard_granularity_bytes (64 KiB by
+ * default, 4 KiB at least) as they were, so a hole punched at 0x1481
+ * would read back old data up to the next 64 KiB.  write_zeroes
+ * deallocates the whole objects of the range as discard does and writes
+ * zeros over the rest.  Worker thread.
+ */
+static int drbd_discard(struct backend *b, uint64_t pos, uint64_t len)
+{
+	return drbd_write_zeroes(b, pos, len);
 }
 
 /* rbd_resize.  Worker thread, nothing in flight. */
@@ -437,6 +473,7 @@ const struct backend_ops rbd_backend_ops = {
 	.resize = drbd_resize,
 	.map = drbd_map,
 	.info = drbd_info,
+	.volumes = &drbd_volume_ops,
 	.protocol = "rbd",
 	.create = drbd_create,
 	.create_align = 1,

@@ -26,9 +26,11 @@
  *    keeps the pointer, not a copy).  Completions reach an eventfd
  *    (rbd_set_image_notification) read by the image's completion thread,
  *    which reaps them with rbd_poll_io_events and completes the kiocbs.
- *  - flush is rbd_aio_flush: with librbd's cache a completed write is not
- *    durable until a flush completes.  discard, write_zeroes and resize
- *    are librbd's; map reports holes from rbd_diff_iterate2.
+ *  - librbd's cache is off (url.c: its writeback dropped writes that
+ *    timed out, and the next flush returned 0): a write completes when
+ *    the OSDs have it.  flush is rbd_aio_flush.  discard is write_zeroes
+ *    (rbd.c: rbd_aio_discard skips unaligned parts).  write_zeroes and
+ *    resize are librbd's; map reports holes from rbd_diff_iterate2.
  *  - a writable open takes the image's exclusive lock for good
  *    (rbd_lock_acquire): a second writer anywhere is refused with EBUSY
  *    and a line naming the holder.  A holder that crashed keeps the lock
@@ -36,6 +38,8 @@
  *    default); librbd then breaks it.
  *  - a request the cluster does not answer within timeout= fails with
  *    EIO (librados's rados_osd_op_timeout), with one log line per outage.
+ *  - volumes (volume.c): rbd snapshots are read-only volumes, a clone
+ *    NAME the image IMAGE@NAME (rbd_clone3 of a protected snapshot).
  */
 #ifndef DIOLOOP_RBD_H
 #define DIOLOOP_RBD_H

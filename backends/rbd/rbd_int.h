@@ -55,6 +55,8 @@ struct drbd {
 	rados_t cluster;
 	rados_ioctx_t ioctx;
 	rbd_image_t image;
+	char *snap;			/* a snapshot volume's name */
+	char *clone;			/* a clone volume's image name */
 	bool rdonly, growable;
 	_Atomic uint64_t size;
 	GMutex grow_lock;		/* growable writes past EOF */
@@ -93,6 +95,12 @@ struct drbd_req {
 	bool done;
 	ssize_t res;
 };
+
+/* volume.c: snapshots as volumes. */
+extern const struct backend_volume_ops drbd_volume_ops;
+/* The name of the image that is clone volume name of image: IMAGE@NAME
+ * (an '@' no image name of a URL has); g_free it. */
+char *drbd_clone_image(const char *image, const char *name);
 
 /* io.c */
 int drbd_events_start(struct drbd *d);

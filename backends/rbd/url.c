@@ -187,6 +187,13 @@ int drbd_connect(const struct drbd_url *u, rados_t *cluster,
 		goto fail;
 	/* A cluster that does not answer: connecting and every request
 	 * give up after timeout= (ETIMEDOUT, reported as EIO). */
+	/* No librbd cache: when its writeback fails (the cluster gone for
+	 * longer than timeout=), the write is dropped and a later flush
+	 * still returns 0 (seen with Ceph 16.2): an fsync would report lost
+	 * data durable.  Without it each write completes when the OSDs have
+	 * it, and fails with EIO when they do not answer. */
+	if ((r = drbd_conf_set(c, u, "rbd_cache", "false", error)) < 0)
+		goto fail;
 	if ((r = drbd_conf_set(c, u, "client_mount_timeout", timeout, error)) < 0 ||
 	    (r = drbd_conf_set(c, u, "rados_osd_op_timeout", timeout, error)) < 0 ||
 	    (r = drbd_conf_set(c, u, "rados_mon_op_timeout", timeout, error)) < 0)

@@ -285,7 +285,7 @@ int dioloop_cmd_convert(int argc, char **argv)
 	if (!dioloop_parse_args("convert", "SRC DST",
 				"Copy the image SRC (raw, cow, or a cow volume "
 				"IMAGE@VOLUME) into the new image DST, raw or "
-				"cow; either may be an nfs:// URL (raw).  Sparse: holes and all-zero blocks are "
+				"cow; either may be an nfs:// or rbd:// URL (raw).  Sparse: holes and all-zero blocks are "
 				"not written.  A progress bar when stderr is a "
 				"terminal (or with -p).", entries, &argc, &argv))
 		return DIOLOOP_EXIT_USAGE;

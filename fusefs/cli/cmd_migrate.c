@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dioloop migrate: move a mounted node to another image (a path or an
- * nfs:// URL) while it stays in use.  The daemon does the work
+ * nfs:// or rbd:// URL) while it stays in use.  The daemon does the work
  * (fusefs/migrate.c); this command starts it through the mount's control
  * file, draws its progress and turns Ctrl-C into a cancel.
  *
@@ -254,7 +254,7 @@ int dioloop_cmd_migrate(int argc, char **argv)
 
 	if (!dioloop_parse_args("migrate", "MOUNTPOINT/NODE [DESTINATION]",
 				"Move a mounted node to another image (a path or "
-				"an nfs:// URL) while it stays in use.", entries,
+				"an nfs:// or rbd:// URL) while it stays in use.", entries,
 				&argc, &argv))
 		return DIOLOOP_EXIT_USAGE;
 	if (cancel && status) {

@@ -10,7 +10,8 @@
 # the exclusive lock, kill -9 of the daemon during fsync'd writes (after
 # a remount the journal replays, e2fsck is clean and every file fsync'd
 # before the kill is intact), and the OSD killed for longer than the
-# URL's timeout (EIO, one log line, the node works again once it is back).  Bad URLs, a missing pool and an
+# URL's timeout (EIO, one log line, a write then fails rather than being
+# acknowledged and lost, the node works again once it is back).  Bad URLs, a missing pool and an
 # existing image give one line and the documented status.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$IT_DIR/ceph-lib.sh"
@@ -159,6 +160,12 @@ expect_eq "exit status of the daemon after dioloop umount" 0 "$DAEMON_STATUS"
 
 it_log "---- the OSD killed for longer than the timeout (5 s)"
 start_daemon "$DIR_URL?timeout=5" "$MNT"
+# Block 20000 as it is (ext4's, written back unchanged below), and a
+# flush: librbd's cache, were it on, would now write back.
+must "read block 20000 of the node" \
+	dd if="$NODE" of="$IT_TMP/blk" bs=4k count=1 skip=20000 iflag=direct status=none
+must "write it back, fsync" \
+	dd if="$IT_TMP/blk" of="$NODE" bs=4k count=1 seek=20000 oflag=direct conv=notrunc,fsync status=none
 must "ceph_osd_kill" ceph_osd_kill "$CLUSTER"
 start=$SECONDS
 # A block mkfs wrote (librbd answers for objects that do not exist
@@ -175,6 +182,19 @@ if grep -q 'no answer from the cluster within 5 s' "$DAEMON_LOG"; then
 else
 	it_fail "expected one log line about the outage"
 	it_show "$DAEMON_LOG"
+fi
+# With the OSD gone a write cannot be durable: the write, or an fsync
+# after it, must fail.  (librbd's cache acknowledged such a write, its
+# writeback failed after timeout= with nobody told, and a later fsync
+# returned 0: the data was lost silently.)
+if timeout -k 5 60 dd if="$IT_TMP/blk" of="$NODE" bs=4k count=1 seek=20000 oflag=direct \
+	conv=notrunc status=none 2>/dev/null; then
+	sleep 7		# the cache's writeback (dirty age 1 s) times out
+	out=$(nodeio fsync "$NODE" 2>&1)
+	expect_match "a write with the OSD gone was acknowledged; an fsync after it fails" \
+		'err E.*' "$out"
+else
+	it_ok "a write with the OSD gone fails"
 fi
 must "ceph_osd_start" ceph_osd_start "$CLUSTER"
 expect_ok "the same read works once the OSD is back" \

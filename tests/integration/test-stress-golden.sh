@@ -58,6 +58,7 @@ extra-argument
 --nfs-url http://127.0.0.1/srv/images
 --nfs-export /nonexistent
 --nfs-url nfs://127.0.0.1/srv/images --nfs-export /nonexistent
+--rbd-url rbd://rbd/ns/image/extra
 EOF
 expect_same "bad arguments" "$GOLDEN/stress-bad-args.out" "$IT_TMP/bad-args.out"
 

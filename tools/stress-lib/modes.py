@@ -76,8 +76,9 @@ class Combo:
                                                         out.strip()))
             if self.backend.remote:
                 self.ctx.server_images.append(name)
+                self.ctx.server_backend[name] = self.backend
                 export = getattr(self.ctx, "nfs_export", None)
-                if export and not os.path.isfile(os.path.join(export, name)):
+                if self.backend.name == "nfs" and export and not os.path.isfile(os.path.join(export, name)):
                     raise SetupError(
                         "--nfs-export %s: expected %s there after %s, found "
                         "none: is it the directory of --nfs-url on the "

@@ -4,19 +4,21 @@ and file systems (mkfs, fsck, mount), one table entry each.
 
 Adding a backend is one entry in BACKENDS: its name, how to tell whether
 this build has it, how to create an image, and which SOURCE to mount.  A
-backend whose images live elsewhere (nfs: on the server of --nfs-url)
-also says where an image is (image_path) and how it is named (node_names:
-unique per run, since the server's directory outlives the work dir).
+backend whose images live elsewhere (nfs: on the server of --nfs-url;
+rbd: in the Ceph pool or namespace of --rbd-url) also says where an image
+is (image_path) and how it is named (node_names: unique per run, since the
+server's directory outlives the work dir).
 """
 import os
 import shutil
 import subprocess
+import urllib.parse
 
 
 class Backend:
     def __init__(self, name, probe, create, source=None, mount_opts=(),
                  export=None, check=None, image_path=None, node_names=None,
-                 remote=False, discard=True):
+                 remote=False, discard=True, remove=None):
         self.name = name
         self.probe = probe              # probe(ctx) -> None, or why not
         self.create = create            # create(ctx, path, size) -> argv
@@ -30,6 +32,9 @@ class Backend:
             (lambda ctx, combo: ("fs.img", "fsx.img"))
         # remote: the images are not in the work dir (removed separately)
         self.remote = remote
+        # remove(ctx, name) -> argv removing a remote image (None: through
+        # --nfs-export, or not at all)
+        self.remove = remove
         # discard: nodes can deallocate (fallocate PUNCH_HOLE); without,
         # dioloop-fsx punches no holes (-H) and there is no fstrim load.
         self.discard = discard
@@ -88,6 +93,42 @@ def nfs_image_url(url, name):
     return base.rstrip("/") + "/" + name + sep + opts
 
 
+NO_RBD_URL = "no Ceph cluster given (--rbd-url)"
+
+
+def probe_rbd(ctx):
+    """rbd runs with a pool or namespace (--rbd-url) and a build that has
+    the rbd backend (`dioloop info` knows the protocol)."""
+    if not getattr(ctx, "rbd_url", None):
+        return NO_RBD_URL
+    try:
+        text = subprocess.run([ctx.dioloop, "info", "rbd://p/i?timeout=1"],
+                              capture_output=True, text=True,
+                              timeout=60).stderr
+    except (OSError, subprocess.SubprocessError):
+        text = "unknown protocol"
+    if "unknown protocol" in text:
+        return "backend rbd is not in this build (librbd-dev, librados-dev)"
+    if not shutil.which("rbd"):
+        return "the rbd tool is not installed (ceph-common)"
+    return None
+
+
+def rbd_remove(ctx, name):
+    """`rbd rm` of image name in --rbd-url's pool and namespace, with the
+    URL's conf, id and keyring."""
+    u = urllib.parse.urlsplit(ctx.rbd_url)  # rbd://POOL[/NS][?...]
+    pool, ns = u.netloc, u.path.strip("/")
+    argv = ["rbd", "rm", "--no-progress", "--pool", pool,
+            "--namespace", ns, "--image", name]
+    q = urllib.parse.parse_qs(u.query)
+    for key, opt in (("conf", "-c"), ("id", "--id"),
+                     ("keyring", "--keyring")):
+        if key in q:
+            argv += [opt, q[key][-1]]
+    return argv
+
+
 def nfs_node_names(ctx, combo):
     """Names unique to this run and combination: the server's directory
     may hold images of other runs (kept after a failure, or left when
@@ -116,6 +157,16 @@ BACKENDS = {
                    node_names=nfs_node_names, remote=True,
                    # NFSv3 cannot deallocate: discard is EOPNOTSUPP.
                    discard=False,
+                   export=lambda ctx, path, out: [
+                       ctx.dioloop, "convert", "--format", "raw", path, out]),
+    # rbd: the same with images in the pool or namespace --rbd-url
+    # (`dioloop create rbd://POOL[/NS]/NAME`), removed with `rbd rm`.
+    "rbd": Backend("rbd", probe=probe_rbd, create=create_raw,
+                   source=lambda ctx, src_dir: ctx.rbd_url,
+                   image_path=lambda ctx, src_dir, name:
+                       nfs_image_url(ctx.rbd_url, name),
+                   node_names=nfs_node_names, remote=True,
+                   remove=rbd_remove,
                    export=lambda ctx, path, out: [
                        ctx.dioloop, "convert", "--format", "raw", path, out]),
 }
