@@ -90,10 +90,10 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("rbd_powercut");
-	TCase *tc = tcase_create("cuts");
 	const char *dir = getenv("DIOLOOP_RBD_CLUSTER");
 	g_autofree char *conf = NULL;
+	Suite *s;
+	TCase *tc;
 
 	if (!backend_lookup("rbd")) {
 		printf("SKIP: the rbd backend is not built (no librbd-dev/librados-dev)\n");
@@ -107,6 +107,8 @@ int main(void)
 		return 77;
 	}
 	setenv("CEPH_CONF", conf, 1);
+	s = suite_create("rbd_powercut");
+	tc = tcase_create("cuts");
 	g_log_set_handler(NULL, G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE,
 			  quiet_log, NULL);
 	tcase_set_timeout(tc, 300);
