@@ -112,7 +112,7 @@ expect_match "info a.img: version, checksum, generation" \
 expect_match "info a.img: logical size" ".*size: +$((64 * M)) \(64.0 MiB\).*" "$INFO"
 expect_match "info a.img: container blocks" '.*blocks: +[0-9]+ of 4 KiB: [0-9]+ used, [0-9]+ free.*' "$INFO"
 expect_match "info a.img: the volume table, the default volume" \
-	'.*NODE +TYPE +SIZE +MAPPED +PARENT +CREATED.*a\.img +default +64\.0 MiB +0 B +- .*' "$INFO"
+	'.*NODE +TYPE +SIZE +MAPPED +PARENT +CREATED.*a\.img +default +64\.0 MiB +0 bytes +- .*' "$INFO"
 must "info --json x.img" dl info --json x.img
 cp "$IT_TMP/last.out" "$IT_TMP/x.json"
 expect_eq "info --json x.img: format, checksum, size, volumes" \
@@ -122,7 +122,7 @@ expect_eq "info --json x.img: used + free = blocks" True \
 	"$(json "$IT_TMP/x.json" 'd["container"]["used_blocks"] + d["container"]["free_blocks"] == d["container"]["blocks"]')"
 must "info r.img (raw)" dl info r.img
 expect_eq "info r.img: the raw lines as before" \
-	"path:      r.img|format:    raw|size:      $((64 * M)) (64.0 MiB)|allocated: 0 (0 B)" \
+	"path:      r.img|format:    raw|size:      $((64 * M)) (64.0 MiB)|allocated: 0 (0 bytes)" \
 	"$(paste -sd'|' "$IT_TMP/last.out")"
 must "info --json r.img" dl info --json r.img
 expect_eq "info --json r.img" "raw $((64 * M))" \
