@@ -2,6 +2,7 @@
 /* The control directory: stats.json and the ctl file (see control.h). */
 #include "fusefs/control.h"
 #include "fusefs/migrate.h"
+#include "fusefs/session_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +68,10 @@ static void ctl_stat(fuse_ino_t ino, struct stat *st)
 	default:
 		st->st_mode = S_IFREG | 0600;
 		st->st_nlink = 1;
+		/* A command fits: the kernel sends writes inside the size in
+		 * parallel (one past it would hold the inode lock until its
+		 * reply, and a long command would hold back every other). */
+		st->st_size = CTL_MAX_COMMAND;
 		break;
 	}
 }
@@ -195,7 +200,8 @@ void dioloop_ctl_open(fuse_req_t req, fuse_ino_t ino,
 	}
 	f = ctl_file_new();
 	fi->fh = (uint64_t)(uintptr_t)f;
-	if (fuse_reply_open(req, fi) == -ENOENT)
+	/* Parallel writes: a long command (a scrub) holds no other back. */
+	if (dioloop_reply_open(req, fi) == -ENOENT)
 		ctl_file_free(f);
 }
 

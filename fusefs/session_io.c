@@ -142,3 +142,33 @@ int dioloop_session_io_install(struct fuse_session *se)
 		return -EBADF;
 	return fuse_session_custom_io(se, &io, fd);
 }
+
+#ifndef FOPEN_PARALLEL_DIRECT_WRITES
+#define FOPEN_PARALLEL_DIRECT_WRITES (1 << 6)	/* protocol 7.36 */
+#endif
+
+/*
+ * fuse_reply_open, saying also what libfuse 3.14 cannot:
+ * FOPEN_PARALLEL_DIRECT_WRITES on a direct-I/O open.  Without it the
+ * kernel sends one direct write of a file at a time (each holds the inode
+ * lock exclusively until its reply), so several synchronous writers of a
+ * node (processes, psync jobs, a VM's vCPUs) queue behind each other, where
+ * a block device serves them in parallel.  With it, writes that do not
+ * extend the file take the lock shared; overlapping ones are still ordered
+ * by the backends' range locks.  A kernel older than 7.36 ignores the flag.
+ * The reply is libfuse's own fuse_open_out, built the way fill_open does.
+ */
+int dioloop_reply_open(fuse_req_t req, const struct fuse_file_info *fi)
+{
+	struct fuse_open_out arg = { .fh = fi->fh };
+
+	if (fi->direct_io)
+		arg.open_flags |= FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES;
+	if (fi->keep_cache)
+		arg.open_flags |= FOPEN_KEEP_CACHE;
+	if (fi->nonseekable)
+		arg.open_flags |= FOPEN_NONSEEKABLE;
+	if (fi->noflush)
+		arg.open_flags |= FOPEN_NOFLUSH;
+	return fuse_reply_buf(req, (const char *)&arg, sizeof(arg));
+}

@@ -24,6 +24,8 @@
 #include <sys/uio.h>
 
 struct fuse_session;
+struct fuse_file_info;
+typedef struct fuse_req *fuse_req_t;
 
 /* Read and write the session's requests through the hooks below.  Call
  * after fuse_session_mount.  0 or -errno. */
@@ -38,5 +40,12 @@ void dioloop_session_io_fixup(void *buf, size_t len);
  * daemon says more than libfuse can: today the INIT reply's flags2.  Any
  * thread. */
 void dioloop_session_io_fixup_reply(struct iovec *iov, int count);
+
+/* fuse_reply_open with FOPEN_PARALLEL_DIRECT_WRITES added to a direct-I/O
+ * open (protocol 7.36, which libfuse 3.14 cannot say): nodes, and the
+ * control file, so that one long command does not hold the others back.
+ * As fuse_reply_open: 0, or -errno (-ENOENT: the opener was interrupted).
+ * FUSE worker. */
+int dioloop_reply_open(fuse_req_t req, const struct fuse_file_info *fi);
 
 #endif

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The control file takes commands in parallel: while a scrub of a large
+# cow image runs (its command waits for the scrub), a `dioloop limit` on
+# another node and `dioloop migrate --status` answer at once.  Before,
+# each control write held the control file's inode lock until its reply,
+# so every command on the mount waited for the scrub to end.
+# The order is checked, not a time: the commands must return while the
+# scrub is still running (its process alive, stats.json saying so).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+it_begin "control commands answer while a scrub runs" jq
+
+M=$((1 << 20))
+SRC=$IT_TMP/src
+MNT=$IT_TMP/mnt
+mkdir -p "$SRC"
+must "create big.img (cow, 512M)" "$DIOLOOP_BIN" create --format cow --size 512M "$SRC/big.img"
+must "create other.img" "$DIOLOOP_BIN" create --size 4M "$SRC/other.img"
+start_daemon "$SRC" "$MNT"
+must "fill big.img through its node" \
+	dd if=/dev/urandom of="$MNT/big.img" bs=1M count=512 oflag=direct conv=notrunc,fsync status=none
+
+scrub_running() {
+	[[ $(jq -r '.nodes["big.img"].scrub.running' "$MNT/.dioloop/stats.json" 2>/dev/null) == true ]]
+}
+
+"$DIOLOOP_BIN" scrub "$MNT/big.img" >"$IT_TMP/scrub.out" 2>&1 &
+SCRUB_PID=$!
+IT_HELPERS+=("$SCRUB_PID")
+seen=no
+while kill -0 "$SCRUB_PID" 2>/dev/null; do
+	if scrub_running; then
+		seen=yes
+		break
+	fi
+done
+if [[ $seen != yes ]]; then
+	it_fail "the scrub of 512 MiB ended before stats.json showed it running: nothing was checked"
+else
+	it_ok "stats.json shows the scrub running"
+	must "dioloop limit MNT/other.img (while the scrub runs)" \
+		timeout -k 5 120 "$DIOLOOP_BIN" limit "$MNT/other.img"
+	alive=no
+	kill -0 "$SCRUB_PID" 2>/dev/null && scrub_running && alive=yes
+	expect_eq "... it answered while the scrub was still running" yes "$alive"
+	must "dioloop migrate --status MNT/other.img (while the scrub runs)" \
+		timeout -k 5 120 "$DIOLOOP_BIN" migrate --status "$MNT/other.img"
+	alive=no
+	kill -0 "$SCRUB_PID" 2>/dev/null && scrub_running && alive=yes
+	expect_eq "... so did migrate --status" yes "$alive"
+fi
+rc=0
+wait "$SCRUB_PID" || rc=$?
+forget_pid "$SCRUB_PID"
+expect_eq "the scrub finished clean (exit status)" 0 "$rc"
+expect_match "... and says so" '.*big\.img: scrubbed [0-9]+ blocks, 0 bad.*' "$(cat "$IT_TMP/scrub.out")"
+dioloop_umount "$MNT"
+it_end
