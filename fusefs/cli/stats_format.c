@@ -188,7 +188,7 @@ struct node_rates {
 	double throttled;		/* fraction of the interval */
 	double r_p50, r_p99, w_p50, w_p99;	/* us */
 	gint64 in_flight, queued;
-	bool scrubbing;
+	JsonObject *scrub;		/* the running scrub, or NULL */
 	JsonObject *migration;		/* the running migration, or NULL */
 	double busy;			/* what sorts busy nodes first */
 };
@@ -211,14 +211,29 @@ static void node_rates_get(JsonObject *o, JsonObject *n, double dt,
 	r->w_p99 = quantile_us(o, n, "write", 0.99);
 	r->in_flight = get_int(n, "in_flight", NULL);
 	r->queued = get_int(n, "throttle", "queued");
-	r->scrubbing = json_object_has_member(n, "scrub") &&
-		       get_obj(n, "scrub") &&
-		       json_object_get_boolean_member_with_default(
-			       get_obj(n, "scrub"), "running", FALSE);
+	r->scrub = get_obj(n, "scrub");
+	if (r->scrub && !json_object_get_boolean_member_with_default(
+				r->scrub, "running", FALSE))
+		r->scrub = NULL;
 	r->migration = get_obj(n, "migration");
 	r->busy = r->r_ops + r->w_ops + r->f_ops + r->errors +
-		  (double)(r->in_flight + r->queued) + (r->scrubbing ? 1 : 0) +
+		  (double)(r->in_flight + r->queued) + (r->scrub ? 1 : 0) +
 		  (r->migration ? 1 : 0);
+}
+
+/* The line under a node whose image is being scrubbed: its progress,
+ * cut to 80 columns (prefix: the time, or nothing). */
+static void print_scrub(const char *prefix, JsonObject *sc)
+{
+	gint64 done = get_int(sc, "done", NULL);
+	gint64 total = get_int(sc, "total", NULL);
+	char line[4200];
+
+	snprintf(line, sizeof(line), "%s  scrub %.0f%%: %" G_GINT64_FORMAT
+		 " of %" G_GINT64_FORMAT " blocks, %" G_GINT64_FORMAT " bad",
+		 prefix, total ? 100.0 * (double)done / (double)total : 0.0,
+		 done, total, get_int(sc, "bad", NULL));
+	printf("%.80s\n", line);
 }
 
 /* The line under a migrating node: its phase and progress, cut to 80
@@ -326,13 +341,20 @@ void stats_print_rates(JsonObject *prev, JsonObject *cur, double dt,
 		       MIN(r->throttled * 100, 999), MIN(r->errors, 9999),
 		       MIN(r->in_flight + r->queued, 999));
 		shown++;
-		if (r->migration &&
+		if ((r->migration || r->scrub) &&
 		    !(v->tty && v->rows > 3 && shown >= v->rows - 3)) {
 			g_autofree char *pre = g_strdup_printf(
 				"%s%s", v->tty ? "" : when, v->tty ? "" : " ");
 
-			print_migration(pre, r->migration);
-			shown++;
+			if (r->migration) {
+				print_migration(pre, r->migration);
+				shown++;
+			}
+			if (r->scrub &&
+			    !(v->tty && v->rows > 3 && shown >= v->rows - 3)) {
+				print_scrub(pre, r->scrub);
+				shown++;
+			}
 		}
 	}
 	g_array_free(rates, TRUE);

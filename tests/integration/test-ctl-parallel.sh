@@ -3,7 +3,8 @@
 #
 # The control file takes commands in parallel: while a scrub of a large
 # cow image runs (its command waits for the scrub), a `dioloop limit` on
-# another node and `dioloop migrate --status` answer at once.  Before,
+# another node, `dioloop migrate --status` and `dioloop stats --watch`
+# (which shows the scrub's progress) answer at once.  Before,
 # each control write held the control file's inode lock until its reply,
 # so every command on the mount waited for the scrub to end.
 # The order is checked, not a time: the commands must return while the
@@ -16,11 +17,11 @@ M=$((1 << 20))
 SRC=$IT_TMP/src
 MNT=$IT_TMP/mnt
 mkdir -p "$SRC"
-must "create big.img (cow, 512M)" "$DIOLOOP_BIN" create --format cow --size 512M "$SRC/big.img"
+must "create big.img (cow, 1G)" "$DIOLOOP_BIN" create --format cow --size 1G "$SRC/big.img"
 must "create other.img" "$DIOLOOP_BIN" create --size 4M "$SRC/other.img"
 start_daemon "$SRC" "$MNT"
 must "fill big.img through its node" \
-	dd if=/dev/urandom of="$MNT/big.img" bs=1M count=512 oflag=direct conv=notrunc,fsync status=none
+	dd if=/dev/urandom of="$MNT/big.img" bs=1M count=1024 oflag=direct conv=notrunc,fsync status=none
 
 scrub_running() {
 	[[ $(jq -r '.nodes["big.img"].scrub.running' "$MNT/.dioloop/stats.json" 2>/dev/null) == true ]]
@@ -37,7 +38,7 @@ while kill -0 "$SCRUB_PID" 2>/dev/null; do
 	fi
 done
 if [[ $seen != yes ]]; then
-	it_fail "the scrub of 512 MiB ended before stats.json showed it running: nothing was checked"
+	it_fail "the scrub of 1 GiB ended before stats.json showed it running: nothing was checked"
 else
 	it_ok "stats.json shows the scrub running"
 	must "dioloop limit MNT/other.img (while the scrub runs)" \
@@ -50,6 +51,12 @@ else
 	alive=no
 	kill -0 "$SCRUB_PID" 2>/dev/null && scrub_running && alive=yes
 	expect_eq "... so did migrate --status" yes "$alive"
+	"$DIOLOOP_BIN" stats --watch --interval 0.1 --count 1 "$MNT" >"$IT_TMP/watch.out" 2>&1
+	alive=no
+	kill -0 "$SCRUB_PID" 2>/dev/null && scrub_running && alive=yes
+	expect_eq "stats --watch answered while the scrub was still running" yes "$alive"
+	expect_match "... with the scrub's progress under big.img" \
+		'.* scrub [0-9]+%: [0-9]+ of 262144 blocks, 0 bad.*' "$(paste -sd' ' "$IT_TMP/watch.out")"
 fi
 rc=0
 wait "$SCRUB_PID" || rc=$?
