@@ -340,6 +340,29 @@ static int drbd_info(struct backend *b, struct backend_info *info)
 	return 0;
 }
 
+/* The image's times from its header, as librbd keeps them in memory
+ * (creation; modify and access, which the cluster updates at most once a
+ * rbd_mtime_update_interval): rbd has no ctime, the modify time stands
+ * for it.  Any thread; never waits for the cluster. */
+static int drbd_times(struct backend *b, struct backend_times *t)
+{
+	struct drbd *d = b->priv;
+	struct timespec created = { 0 }, modified = { 0 }, accessed = { 0 };
+
+	if (rbd_get_create_timestamp(d->image, &created) < 0)
+		return -EOPNOTSUPP;
+	if (rbd_get_modify_timestamp(d->image, &modified) < 0 ||
+	    modified.tv_sec == 0)
+		modified = created;
+	if (rbd_get_access_timestamp(d->image, &accessed) < 0 ||
+	    accessed.tv_sec == 0)
+		accessed = modified;
+	t->atime = accessed;
+	t->mtime = modified;
+	t->ctime = modified;
+	return 0;
+}
+
 /* ---- synchronous helpers ---- */
 
 /* A new image with the cluster's default features.  Any thread. */
@@ -473,6 +496,7 @@ const struct backend_ops rbd_backend_ops = {
 	.resize = drbd_resize,
 	.map = drbd_map,
 	.info = drbd_info,
+	.times = drbd_times,
 	.volumes = &drbd_volume_ops,
 	.protocol = "rbd",
 	.create = drbd_create,

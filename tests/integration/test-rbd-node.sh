@@ -16,7 +16,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$IT_DIR/ceph-lib.sh"
 
-it_begin "rbd:// sources: images in a Ceph cluster as block nodes" rbd mkfs.ext4 e2fsck
+it_begin "rbd:// sources: images in a Ceph cluster as block nodes" rbd mkfs.ext4 e2fsck jq
 
 # The backend may not be built (no librbd at build time).
 if "$DIOLOOP_BIN" info "rbd://p/i" 2>&1 | grep -q "unknown protocol"; then
@@ -80,6 +80,13 @@ start_daemon "$DIR_URL$OPTS" "$MNT"
 NODE=$MNT/disk0
 expect_eq "nodes of $DIR_URL" disk0 "$(names "$MNT")"
 expect_eq "the node's size" 100663296 "$(stat -c %s "$NODE")"
+# The image header's times, not 1970: the node's mtime is the image's
+# modify timestamp as `rbd info` reports it (the creation time until the
+# cluster first updates it).
+rbd_mtime=$(timeout 60 rbd info --format json "rbd/$NS/disk0" |
+	jq -r '.modify_timestamp // .create_timestamp')
+expect_eq "the node's mtime is the image's (rbd info: $rbd_mtime)" \
+	"$(date -d "$rbd_mtime" +%s)" "$(stat -c %Y "$NODE")"
 attach_loop "$NODE"
 LOOP=$LOOP_DEV
 fs_roundtrip ext4 "$LOOP"
