@@ -536,6 +536,16 @@ mount_points() {
 	       gsub(/\\134/, "\\", p); print p }' /proc/self/mounts
 }
 
+# readme_block SECTION: the first ```sh block under "## SECTION" of the
+# README, as it stands (what a reader pastes).
+readme_block() {
+	awk -v want="## $1" '$0 == want { sec = 1; next }
+	     sec && /^## / { exit }
+	     sec && /^```sh$/ { code = 1; next }
+	     code && /^```/ { exit }
+	     code { print }' "$IT_ROOT/README.md"
+}
+
 # Is DIR a mount point?  (From /proc/self/mounts: never touches the file
 # system, which may belong to a dead daemon.)
 is_mount() {

@@ -9,12 +9,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 it_begin "the README's quick start, pasted" mkfs.ext4
-README=$IT_ROOT/README.md
-awk '/^## Quick start/ { sec = 1; next }
-     sec && /^## / { exit }
-     sec && /^```sh$/ { code = 1; next }
-     code && /^```/ { exit }
-     code { print }' "$README" >quickstart.sh
+readme_block "Quick start" >quickstart.sh
 expect_match "the quick start has a dioloop mount and umount" \
 	'.*dioloop mount .*dioloop umount .*' "$(paste -sd' ' quickstart.sh)"
 it_show quickstart.sh 20
