@@ -8,24 +8,10 @@
 # exit 0, print the image's info and leave nothing behind (no mount, no
 # loop device on the node); the image is removed afterwards.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-source "$IT_DIR/ceph-lib.sh"
+source "$IT_DIR/rbd-lib.sh"
 
-it_begin "the README's Ceph section, pasted" rbd mkfs.ext4
-if "$DIOLOOP_BIN" info "rbd://p/i" 2>&1 | grep -q "unknown protocol"; then
-	it_skip "this dioloop has no rbd backend (built without librbd-dev/librados-dev)"
-fi
-CLUSTER=${DIOLOOP_RBD_CLUSTER:-}
-if [[ -n $CLUSTER ]]; then
-	[[ -f $CLUSTER/ceph.conf ]] ||
-		it_skip "$(cat "$CLUSTER.why" 2>/dev/null || echo "no cluster in $CLUSTER")"
-else
-	[[ -z $(ceph_missing_tools) ]] ||
-		it_skip "missing: $(ceph_missing_tools)(apt-get install ceph-mon ceph-osd ceph-common)"
-	CLUSTER=$IT_TMP/ceph
-	trap 'ceph_rc=$?; ceph_cluster_stop "$CLUSTER"; (exit $ceph_rc); it_cleanup' EXIT
-	ceph_cluster_start "$CLUSTER" || it_die "could not start a Ceph cluster"
-fi
-export CEPH_CONF=$CLUSTER/ceph.conf
+it_begin "the README's Ceph section, pasted" rbd mkfs.ext4 jq
+rbd_test_cluster
 # An image of that name from an earlier run would make create fail.
 timeout 60 rbd rm rbd/disk0 >/dev/null 2>&1 || true
 
@@ -53,4 +39,5 @@ expect_eq "... nothing mounted on mnt or inner" "no no" \
 expect_eq "... no loop device left on the node" "" \
 	"$(losetup -j "$IT_TMP/work/mnt/disk0" 2>/dev/null)"
 must "rbd rm rbd/disk0" timeout 60 rbd rm rbd/disk0
+rbd_test_cleanup
 it_end
