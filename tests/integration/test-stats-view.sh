@@ -8,8 +8,8 @@
 #     per report, every line within 80 columns, the busy node shown and
 #     the idle one hidden (shown with --all);
 #   - --watch --json gives per-second rates, not totals;
-#   - --prometheus prints the text exposition format: checked by a
-#     parser of the format (promtool is not packaged in Debian 12):
+#   - --prometheus prints the text exposition format: linted by promtool
+#     (Debian's prometheus package) and checked by a parser of the format:
 #     HELP/TYPE before the samples, label syntax, histogram buckets
 #     cumulative with le ascending and +Inf = _count, counters never
 #     below the JSON's values;
@@ -112,6 +112,14 @@ print("\n".join(errors) if errors else "ok %d samples, %d histograms" % (len(sam
 PY
 expect_match "--prometheus: valid text exposition format" 'ok [0-9]+ samples, 6 histograms' \
 	"$("$IT_PY" promcheck.py prom.txt snap.json 2>&1)"
+# promtool (Debian's prometheus package) lints it as Prometheus itself
+# parses it: exit status 0 and nothing to say.
+if command -v promtool >/dev/null 2>&1; then
+	expect_eq "--prometheus: promtool check metrics is clean" "0:" \
+		"$(out=$(promtool check metrics <prom.txt 2>&1); echo "$?:$out")"
+else
+	it_fail "promtool is missing (apt-get install prometheus): the output is not linted"
+fi
 expect_match "... busy.img's 96 writes counted" '.*dioloop_requests_total\{node="busy.img",op="write"\} 96.*' \
 	"$(paste -sd' ' prom.txt)"
 expect_match "... its write latency histogram has 96 requests" \

@@ -8,7 +8,7 @@ DIOLOOP_PACKAGES="build-essential cmake pkg-config libglib2.0-dev libaio-dev che
 libfuse3-dev fuse3 libnfs-dev nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils libisal-dev libxxhash-dev valgrind util-linux e2fsprogs
 xfsprogs btrfs-progs fio python3
 libjson-glib-dev jq groff-base man-db clang libclang-rt-14-dev
-ceph-mon ceph-osd ceph-common librbd-dev librados-dev"
+ceph-mon ceph-osd ceph-common librbd-dev librados-dev prometheus"
 
 # dioloop_missing_packages PKG...
 # Print, one per line, each PKG that dpkg does not report as installed.
@@ -45,8 +45,17 @@ dioloop_install_packages() {
 	fi
 	echo "missing packages: $missing"
 	apt-get update </dev/null || return 1
+	# The tests start their own servers (nfs-ganesha, Ceph): no package's
+	# daemon (prometheus, ceph, ...) is started by the install, unless the
+	# machine already has its own policy.
+	local policy=/usr/sbin/policy-rc.d ours=0 rc=0
+	if [[ ! -e $policy ]]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && ours=1
+	fi
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" </dev/null ||
-		return 1
+		rc=1
+	((ours)) && rm -f "$policy"
+	((rc == 0)) || return 1
 	missing=$(dioloop_missing_packages "$@" | tr '\n' ' ')
 	if [[ -n ${missing// /} ]]; then
 		echo "still missing after apt-get install: $missing" >&2
