@@ -933,6 +933,9 @@ static GArray *pick_cuts_after(GArray *times, uint64_t after, unsigned int n,
  *                           or "end") go
  *   DIOLOOP_POWERCUT_CUTS   how many cuts
  *   DIOLOOP_POWERCUT_AFTER  cut only records logged after this time
+ *   DIOLOOP_POWERCUT_TEAR   the unit a torn write keeps or loses whole,
+ *                           in bytes (a power of two, 512 or more; 512
+ *                           when unset)
  */
 START_TEST(test_raw_powercut_replay_daemon_log)
 {
@@ -943,6 +946,7 @@ START_TEST(test_raw_powercut_replay_daemon_log)
 	struct drecorder *r = drecorder_new(image);
 	struct drec_replay rp = { .r = r };
 	const char *after_env = getenv("DIOLOOP_POWERCUT_AFTER");
+	const char *tear_env = getenv("DIOLOOP_POWERCUT_TEAR");
 	uint64_t after = after_env ? strtoull(after_env, NULL, 10) : 0;
 	struct test_rng rng;
 	GArray *cuts;
@@ -950,16 +954,23 @@ START_TEST(test_raw_powercut_replay_daemon_log)
 
 	ck_assert_msg(out && getenv("DIOLOOP_POWERCUT_BASE"),
 		      "DIOLOOP_POWERCUT_OUT and _BASE are set");
+	if (tear_env) {
+		rp.tear = (uint32_t)strtoul(tear_env, NULL, 10);
+		ck_assert_msg(rp.tear >= SECTOR && !(rp.tear & (rp.tear - 1)),
+			      "DIOLOOP_POWERCUT_TEAR=%s is a power of two, 512 or more",
+			      tear_env);
+	}
 	test_rng_init(&rng, 4);
 	drec_load_file_log(r, getenv("DIOLOOP_POWERCUT_LOG"), times);
 	rp.durable = g_new0(guint, r->files->len);
 	drec_flat_load(&rp.base, getenv("DIOLOOP_POWERCUT_BASE"));
 	drec_resolve_zero_edges(r, &rp.base);
 	cuts = pick_cuts_after(times, after, nr_cuts(8), &rng);
-	fprintf(stderr, "%u records (%u image writes, %u image syncs, %u orphan record creates); %u cuts\n",
+	fprintf(stderr, "%u records (%u image writes, %u image syncs, %u orphan record creates); %u cuts; torn writes keep or lose whole %u-byte units\n",
 		r->recs->len, drec_count(r, DREC_WRITE, DREC_IMAGE),
 		drec_count(r, DREC_FLUSH_END, DREC_IMAGE),
-		drec_count(r, DREC_CREATE, DREC_NONE), cuts->len);
+		drec_count(r, DREC_CREATE, DREC_NONE), cuts->len,
+		rp.tear ? rp.tear : SECTOR);
 	for (k = 0; k < cuts->len; k++) {
 		guint cut = g_array_index(cuts, guint, k);
 		char *dir = g_strdup_printf("%s/cut%u", out, k);

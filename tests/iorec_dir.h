@@ -582,7 +582,7 @@ struct drec_tail_stats {
  * still have moved the size. */
 static inline void drec_apply_segment(int fd, const struct drecorder *r,
 				      GArray *seg, uint64_t *fsize,
-				      struct test_rng *rng,
+				      uint32_t tear, struct test_rng *rng,
 				      struct drec_tail_stats *ts)
 {
 	guint i, j, loose = 0;
@@ -621,9 +621,19 @@ static inline void drec_apply_segment(int fd, const struct drecorder *r,
 				drec_put_sector(fd, r, x, s, *fsize);
 			ts->kept++;
 		} else if (how == 2) {
-			for (s = 0; s < nsect; s++)
-				if (test_rng_next(rng) % 2)
+			/* Each aligned unit of tear bytes whole or not at
+			 * all. */
+			bool keep = false;
+
+			for (s = 0; s < nsect; s++) {
+				uint64_t at = (x->off / DREC_SECTOR + s) *
+					      DREC_SECTOR;
+
+				if (s == 0 || at % tear == 0)
+					keep = test_rng_next(rng) % 2;
+				if (keep)
 					drec_put_sector(fd, r, x, s, *fsize);
+			}
 			ts->torn++;
 		}
 		if (extends && how <= 2 && test_rng_next(rng) % 2) {
@@ -651,6 +661,9 @@ struct drec_replay {
 	guint based;		/* image records before it are in base */
 	struct drec_flat base;
 	guint flushed, started;	/* ops [0, flushed) flushed */
+	uint32_t tear;		/* a torn write keeps or loses whole
+				 * aligned units of this many bytes (a
+				 * multiple of DREC_SECTOR); 0: one sector */
 };
 
 /* Move rp to cut: count the records before it, extend the base. */
@@ -717,7 +730,8 @@ static inline void drec_write_image(const char *path, struct drec_replay *rp,
 			g_array_append_val(seg, i);
 			continue;
 		}
-		drec_apply_segment(fd, r, seg, &fsize, rng, ts);
+		drec_apply_segment(fd, r, seg, &fsize,
+				   rp->tear ? rp->tear : DREC_SECTOR, rng, ts);
 		if (x && test_rng_next(rng) % 2) {
 			ck_assert_msg(ftruncate(fd, (off_t)x->off) == 0,
 				      "ftruncate the copy");
