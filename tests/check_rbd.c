@@ -273,6 +273,83 @@ START_TEST(test_rbd_random_io)
 }
 END_TEST
 
+/*
+ * Requests submitted from a completion, which runs on librbd's API strand
+ * (the core's copiers and cow over rbd do this): a read that librbd
+ * queues, completed later, and a write it refuses at once (read-only
+ * image).  Neither completes inside the call that submitted it (the
+ * submitter may hold a lock its completion takes), both give their
+ * result, and nothing waits on the strand.
+ */
+struct nested {
+	struct backend *b;
+	struct aio_op outer, read, write;
+	atomic_bool submitting;		/* inside a nested submit */
+	atomic_bool completed_inside;
+	ssize_t read_ret, write_ret;
+};
+
+static struct nested *the_nested;
+
+static void nested_inner_done(struct kiocb *iocb, ssize_t res)
+{
+	if (atomic_load(&the_nested->submitting))
+		atomic_store(&the_nested->completed_inside, true);
+	aio_done(iocb, res);
+}
+
+static void nested_outer_done(struct kiocb *iocb, ssize_t res)
+{
+	struct nested *n = the_nested;
+
+	atomic_store(&n->submitting, true);
+	n->read_ret = backend_direct_IO_bvec(n->b, &n->read.iocb);
+	n->write_ret = backend_direct_IO_bvec(n->b, &n->write.iocb);
+	atomic_store(&n->submitting, false);
+	aio_done(iocb, res);
+}
+
+START_TEST(test_rbd_submit_from_completion)
+{
+	g_autofree char *url = image_url("nested", NULL);
+	struct nested n = { 0 };
+	struct aio_op fill;
+	struct backend *b;
+
+	log_setup();
+	b = make_open(url, MiB, 0);
+	aio_prep(&fill, DIOLOOP_WRITE, 4096, 4096, 0);
+	memset(fill.buf, 0x5a, 4096);
+	ck_assert_int_eq(backend_direct_IO_bvec(b, &fill.iocb), -EIOCBQUEUED);
+	ck_assert_int_eq(aio_wait(&fill, 60), 4096);
+	aio_free(&fill);
+	backend_close(b);
+	n.b = open_url(url, BACKEND_OPEN_RDONLY);
+	the_nested = &n;
+	aio_prep(&n.outer, DIOLOOP_READ, 0, 4096, 0);
+	n.outer.iocb.ki_complete = nested_outer_done;
+	aio_prep(&n.read, DIOLOOP_READ, 4096, 4096, 0);
+	n.read.iocb.ki_complete = nested_inner_done;
+	aio_prep(&n.write, DIOLOOP_WRITE, 8192, 4096, 0);
+	n.write.iocb.ki_complete = nested_inner_done;
+	ck_assert_int_eq(backend_direct_IO_bvec(n.b, &n.outer.iocb),
+			 -EIOCBQUEUED);
+	ck_assert_int_eq(aio_wait(&n.outer, 60), 4096);
+	ck_assert_int_eq(n.read_ret, -EIOCBQUEUED);
+	ck_assert_int_eq(aio_wait(&n.read, 60), 4096);
+	ck_assert_msg(n.read.buf[0] == 0x5a && n.read.buf[4095] == 0x5a,
+		      "the nested read returns what was written");
+	ck_assert_int_eq(n.write_ret, -EROFS);
+	ck_assert_msg(!atomic_load(&n.completed_inside),
+		      "a nested request completed inside the call that submitted it");
+	aio_free(&n.outer);
+	aio_free(&n.read);
+	aio_free(&n.write);
+	backend_close(n.b);
+	ck_assert_int_eq(backend_remove_url(url, NULL), 0);
+}
+END_TEST
+
 /* Reads stop at EOF; writes past it fail whole, or grow a growable
  * image. */
 START_TEST(test_rbd_eof_growable)
@@ -480,6 +557,7 @@ int main(void)
 		tcase_add_test(tc, test_rbd_ops);
 		tcase_add_test(tc, test_rbd_exclusive_lock);
 		tcase_add_test(tc, test_rbd_errors);
+		tcase_add_test(tc, test_rbd_submit_from_completion);
 		suite_add_tcase(s, tc);
 		return test_run_suite(s);
 	}

@@ -4,16 +4,11 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "backends/iorec.h"
 #include "backends/rbd/rbd_int.h"
-
-#define DRBD_REAP_BATCH 64
 
 static const char *const drbd_op_names[] = {
 	[DRBD_READ] = "read",
@@ -79,7 +74,24 @@ static void drbd_req_record(const struct drbd_req *req)
 			     data, (uint32_t)req->count, false, NULL, 0);
 }
 
-/* A request ended with librbd's result r.  Completion thread (or the
+/* One request fewer in flight; the last one wakes drbd_drain().  Nothing
+ * of d is touched after the unlock: a drain may free it then. */
+static void drbd_inflight_put(struct drbd *d)
+{
+	g_mutex_lock(&d->idle_lock);
+	if (--d->inflight == 0 && d->draining)
+		g_cond_broadcast(&d->idle_cond);
+	g_mutex_unlock(&d->idle_lock);
+}
+
+static void drbd_inflight_get(struct drbd *d)
+{
+	g_mutex_lock(&d->idle_lock);
+	d->inflight++;
+	g_mutex_unlock(&d->idle_lock);
+}
+
+/* A request ended with librbd's result r.  librbd's strand (or the
  * submitter, when librbd refused it). */
 static void drbd_req_end(struct drbd_req *req, ssize_t r)
 {
@@ -92,14 +104,15 @@ static void drbd_req_end(struct drbd_req *req, ssize_t r)
 		res = (ssize_t)req->count;
 	if (res >= 0 && dioloop_iorec_get())
 		drbd_req_record(req);
-	atomic_fetch_sub(&d->inflight, 1);
 	if (!req->waiter) {
 		struct kiocb *iocb = req->iocb;
 
 		drbd_req_free(req);
 		iocb->ki_complete(iocb, res);
+		drbd_inflight_put(d);
 		return;
 	}
+	drbd_inflight_put(d);
 	g_mutex_lock(&req->lock);
 	req->res = res;
 	req->done = true;
@@ -107,85 +120,50 @@ static void drbd_req_end(struct drbd_req *req, ssize_t r)
 	g_mutex_unlock(&req->lock);
 }
 
-/* Reap every completion librbd has queued. */
-static void drbd_reap(struct drbd *d)
+/*
+ * This thread is inside an rbd_aio_* call (drbd_start), and the requests
+ * librbd completed during it, held until the call returns: librbd runs a
+ * completion inline when it fails a request at once on the strand the
+ * caller already runs on (a request submitted from a completion), and the
+ * caller may hold a lock its completion takes.
+ */
+static _Thread_local bool drbd_submitting;
+static _Thread_local struct drbd_req *drbd_held;
+
+/* librbd's completion callback: on librbd's API strand. */
+static void drbd_complete(rbd_completion_t c, void *arg)
 {
-	rbd_completion_t comps[DRBD_REAP_BATCH];
-	int n, i;
+	struct drbd_req *req = arg;
+	ssize_t r = rbd_aio_get_return_value(c);
 
-	while ((n = rbd_poll_io_events(d->image, comps,
-				       DRBD_REAP_BATCH)) > 0) {
-		for (i = 0; i < n; i++) {
-			struct drbd_req *req = rbd_aio_get_arg(comps[i]);
-			ssize_t r = rbd_aio_get_return_value(comps[i]);
-
-			rbd_aio_release(comps[i]);
-			drbd_req_end(req, r);
-		}
-	}
-}
-
-static gpointer drbd_events_main(gpointer opaque)
-{
-	struct drbd *d = opaque;
-	struct pollfd pfd = { .fd = d->efd, .events = POLLIN };
-
-	for (;;) {
-		uint64_t v;
-
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-			g_error("rbd completion thread: poll: %s",
-				g_strerror(errno));
-		if (read(d->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			g_error("rbd completion thread: read: %s",
-				g_strerror(errno));
-		drbd_reap(d);
-		if (atomic_load(&d->stop) && atomic_load(&d->inflight) == 0)
-			break;
-	}
-	return NULL;
-}
-
-int drbd_events_start(struct drbd *d)
-{
-	GError *err = NULL;
-	int r;
-
-	d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (d->efd < 0)
-		return -errno;
-	r = rbd_set_image_notification(d->image, d->efd, EVENT_TYPE_EVENTFD);
-	if (r < 0) {
-		close(d->efd);
-		d->efd = -1;
-		return r;
-	}
-	d->thread = g_thread_try_new("dioloop-rbd", drbd_events_main, d, &err);
-	if (!d->thread) {
-		g_error_free(err);
-		close(d->efd);
-		d->efd = -1;
-		return -EAGAIN;
-	}
-	return 0;
-}
-
-/* Nothing is in flight from the core; wait for what librbd still holds
- * (a flush of close) and end the thread. */
-void drbd_events_stop(struct drbd *d)
-{
-	uint64_t one = 1;
-
-	if (!d->thread)
+	rbd_aio_release(c);
+	if (drbd_submitting) {
+		req->rbd_res = r;
+		req->held = drbd_held;
+		drbd_held = req;
 		return;
-	atomic_store(&d->stop, true);
-	if (write(d->efd, &one, sizeof(one)) < 0)
-		g_warning("rbd: waking the completion thread: %s",
-			  g_strerror(errno));
-	g_thread_join(d->thread);
-	d->thread = NULL;
-	close(d->efd);
-	d->efd = -1;
+	}
+	drbd_req_end(req, r);
+}
+
+/* Run what drbd_complete() held during this thread's rbd_aio_* call. */
+static void drbd_run_held(void)
+{
+	while (drbd_held) {
+		struct drbd_req *req = drbd_held;
+
+		drbd_held = req->held;
+		drbd_req_end(req, req->rbd_res);
+	}
+}
+
+void drbd_drain(struct drbd *d)
+{
+	g_mutex_lock(&d->idle_lock);
+	d->draining = true;
+	while (d->inflight)
+		g_cond_wait(&d->idle_cond, &d->idle_lock);
+	g_mutex_unlock(&d->idle_lock);
 }
 
 static struct drbd_req *drbd_req_new(struct drbd *d, enum drbd_op op,
@@ -211,12 +189,15 @@ static int drbd_start(struct drbd *d, struct drbd_req *req, uint64_t pos,
 	const char *what = drbd_op_names[req->op];
 	int r;
 
-	r = rbd_aio_create_completion(req, NULL, &req->c);
+	bool nested = drbd_submitting;
+
+	r = rbd_aio_create_completion(req, drbd_complete, &req->c);
 	if (r < 0) {
 		drbd_req_free(req);
 		return r;
 	}
-	atomic_fetch_add(&d->inflight, 1);
+	drbd_inflight_get(d);
+	drbd_submitting = true;
 	switch (req->op) {
 	case DRBD_READ:
 		r = rbd_aio_readv(d->image, req->iov, req->iovcnt, pos, req->c);
@@ -239,13 +220,16 @@ static int drbd_start(struct drbd *d, struct drbd_req *req, uint64_t pos,
 	default:
 		r = -EINVAL;
 	}
+	drbd_submitting = nested;
 	if (r < 0) {
-		atomic_fetch_sub(&d->inflight, 1);
 		rbd_aio_release(req->c);
 		drbd_req_free(req);
-		return drbd_errno(d, r, what);
+		drbd_inflight_put(d);
+		r = drbd_errno(d, r, what);
 	}
-	return 0;
+	if (!nested)
+		drbd_run_held();
+	return r < 0 ? r : 0;
 }
 
 /* Wait for a started request of a waiting caller: its result. */

@@ -28,6 +28,8 @@ static void drbd_free(struct drbd *d)
 	g_free(d->snap);
 	g_free(d->clone);
 	g_mutex_clear(&d->grow_lock);
+	g_mutex_clear(&d->idle_lock);
+	g_cond_clear(&d->idle_cond);
 	g_free(d);
 }
 
@@ -88,8 +90,8 @@ static int drbd_open_volume(struct drbd *d, const char *name)
 	return rbd_open_read_only(d->ioctx, d->url.image, &d->image, name);
 }
 
-/* Connect, open the image (read-only without the lock, else with it) and
- * start its completion thread.  Control thread. */
+/* Connect and open the image (read-only without the lock, else with
+ * it).  Control thread. */
 static int drbd_open(struct backend *b, const struct backend_open_args *args)
 {
 	struct drbd *d;
@@ -98,11 +100,11 @@ static int drbd_open(struct backend *b, const struct backend_open_args *args)
 
 	d = g_new0(struct drbd, 1);
 	g_mutex_init(&d->grow_lock);
-	d->efd = -1;
+	g_mutex_init(&d->idle_lock);
+	g_cond_init(&d->idle_cond);
 	ret = drbd_url_parse(args->path, true, &d->url, args->error);
 	if (ret < 0) {
-		g_mutex_clear(&d->grow_lock);
-		g_free(d);
+		drbd_free(d);
 		return ret;
 	}
 	d->b = b;
@@ -143,12 +145,6 @@ static int drbd_open(struct backend *b, const struct backend_open_args *args)
 		goto fail;
 	}
 	atomic_store(&d->size, size);
-	ret = drbd_events_start(d);
-	if (ret < 0) {
-		backend_set_error(args->error, ret, "%s: completion events: %s",
-				  d->url.url, g_strerror(-ret));
-		goto fail;
-	}
 	b->priv = d;
 	b->limits = (struct backend_limits){
 		.request_alignment = 1,
@@ -178,7 +174,7 @@ static void drbd_close(struct backend *b)
 				  d->url.url, g_strerror(-ret));
 		rbd_lock_release(d->image);
 	}
-	drbd_events_stop(d);
+	drbd_drain(d);
 	b->priv = NULL;
 	drbd_free(d);
 }
