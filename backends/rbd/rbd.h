@@ -23,9 +23,8 @@
  * Semantics:
  *  - byte granular; each request is one rbd_aio_readv/rbd_aio_writev
  *    whose iovec array lives in the request until it completes (librbd
- *    keeps the pointer, not a copy).  Completions reach an eventfd
- *    (rbd_set_image_notification) read by the image's completion thread,
- *    which reaps them with rbd_poll_io_events and completes the kiocbs.
+ *    keeps the pointer, not a copy).  librbd's completion callback (on
+ *    its per-image strand) completes the kiocbs (rbd_int.h).
  *  - librbd's cache is off (url.c: its writeback dropped writes that
  *    timed out, and the next flush returned 0): a write completes when
  *    the OSDs have it.  flush is rbd_aio_flush.  discard is write_zeroes
