@@ -303,6 +303,11 @@ int dioloop_cmd_convert(int argc, char **argv)
 		dioloop_err("convert: %s", error->message);
 		return DIOLOOP_EXIT_USAGE;
 	}
+	/* A migrated image: copy what it holds now, at its destination. */
+	if (dioloop_image_ref_follow("convert", argv[1], &ref, NULL) < 0) {
+		dioloop_image_ref_clear(&ref);
+		return DIOLOOP_EXIT_USAGE;
+	}
 	catch_interrupts();
 	ret = open_source(&ref, &c.src, &src_type, &src_lock);
 	if (ret) {

@@ -27,7 +27,8 @@
 
 /* ---- shared ---- */
 
-/* Resolve arg (IMAGE[@VOLUME] or a node): true, or false after a
+/* Resolve arg (IMAGE[@VOLUME] or a node), following a migrated image
+ * to where it lives now, as info does: true, or false after a
  * message. */
 static bool resolve(const char *cmd, const char *arg,
 		    struct dioloop_image_ref *ref)
@@ -36,6 +37,10 @@ static bool resolve(const char *cmd, const char *arg,
 
 	if (dioloop_image_ref_resolve(arg, ref, &error) < 0) {
 		dioloop_err("%s: %s", cmd, error->message);
+		return false;
+	}
+	if (dioloop_image_ref_follow(cmd, arg, ref, NULL) < 0) {
+		dioloop_image_ref_clear(ref);
 		return false;
 	}
 	return true;

@@ -523,15 +523,7 @@ int dioloop_cmd_info(int argc, char **argv)
 	}
 	/* A migrated image: the data lives at the destination, and that
 	 * is what the node serves. */
-	migrated_to = dioloop_image_ref_redirect(&ref);
-	if (migrated_to) {
-		g_free(ref.image);
-		ref.image = g_strdup(migrated_to);
-	} else if (!ref.volume && !backend_is_url(argv[1]) &&
-		   access(argv[1], F_OK) < 0 &&
-		   errno == ENOENT) {
-		/* Only a redirect we do not believe is left of it. */
-		dioloop_err("info: %s: %s", argv[1], g_strerror(ENOENT));
+	if (dioloop_image_ref_follow("info", argv[1], &ref, &migrated_to) < 0) {
 		dioloop_image_ref_clear(&ref);
 		return DIOLOOP_EXIT_USAGE;
 	}

@@ -270,6 +270,32 @@ out:
 	return dest;
 }
 
+int dioloop_image_ref_follow(const char *cmd, const char *arg,
+			     struct dioloop_image_ref *ref,
+			     char **migrated_to)
+{
+	char *dest = dioloop_image_ref_redirect(ref);
+
+	if (migrated_to)
+		*migrated_to = NULL;
+	if (dest) {
+		g_free(ref->image);
+		ref->image = g_strdup(dest);
+		if (migrated_to)
+			*migrated_to = dest;
+		else
+			g_free(dest);
+		return 0;
+	}
+	if (!ref->volume && !backend_is_url(arg) && access(arg, F_OK) < 0 &&
+	    errno == ENOENT) {
+		/* Only a redirect we do not believe is left of it. */
+		dioloop_err("%s: %s: %s", cmd, arg, g_strerror(ENOENT));
+		return -ENOENT;
+	}
+	return 0;
+}
+
 /* A node of a mount at dir: online; the image in the mount's source. */
 static void resolve_node(const char *dir, const char *name, char *ctl,
 			 struct dioloop_image_ref *ref)

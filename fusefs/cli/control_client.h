@@ -84,6 +84,20 @@ void dioloop_image_ref_clear(struct dioloop_image_ref *ref);
 char *dioloop_image_ref_redirect(const struct dioloop_image_ref *ref);
 
 /*
+ * Make ref name where its image lives now, for the commands that read
+ * or change an image (info, check, scrub, snapshot, clone, convert): a
+ * migrated image's redirect, believed as dioloop_image_ref_redirect
+ * believes it, replaces ref->image with the destination (its path or
+ * URL also in *migrated_to when that is not NULL; g_free it).  0, also
+ * when there is nothing to follow; -ENOENT after a message "CMD: ARG:
+ * ..." when arg names no file and no redirect is believed (a migrated
+ * image removed, with a redirect that is not ours, is gone).
+ */
+int dioloop_image_ref_follow(const char *cmd, const char *arg,
+			     struct dioloop_image_ref *ref,
+			     char **migrated_to);
+
+/*
  * Open ref's image offline (backend_probe chooses the backend; its name
  * in *type), volume included: 0, or -errno with a one-line reason in
  * *error.  A URL's backend line is that reason; a local image's is
