@@ -6,6 +6,7 @@
  * (stats_format.c formats).  A command-line process: one thread.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <stdio.h>
@@ -40,15 +41,29 @@ static JsonParser *stats_load(const char *path, char **text, GError **err)
 
 /* Write the Prometheus text of root to path atomically (a temporary file
  * renamed over it, as node_exporter's textfile collector wants): 0, or
- * -errno after a message. */
+ * -errno after a message.  The temporary is a new file of a name nobody
+ * can guess (PATH.XXXXXX, which the collector skips: not *.prom), made
+ * with O_CREAT|O_EXCL|O_NOFOLLOW: a file or symlink planted in a
+ * directory others can write is never opened, so root running this
+ * cannot be made to overwrite another file.  rename replaces a symlink
+ * at path itself, never its target. */
 static int write_textfile(const char *path, JsonObject *root)
 {
-	g_autofree char *tmp = g_strdup_printf("%s.%d.tmp", path, (int)getpid());
-	FILE *f = fopen(tmp, "w");
+	g_autofree char *tmp = g_strdup_printf("%s.XXXXXX", path);
+	int fd = g_mkstemp_full(tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+	FILE *f;
 	int err;
 
+	if (fd < 0) {
+		err = errno;
+		dioloop_err("stats: %s: %s", path, g_strerror(err));
+		return -err;
+	}
+	f = fdopen(fd, "w");
 	if (!f) {
 		err = errno;
+		close(fd);
+		unlink(tmp);
 		dioloop_err("stats: %s: %s", tmp, g_strerror(err));
 		return -err;
 	}

@@ -9,7 +9,10 @@
 #  - dioloop stats prints the table, --json the snapshot, --watch rates;
 #  - the ctl file takes a command from a shell redirection;
 #  - the daemon logs one line per event, naming the node;
-#  - bad arguments to stats and limit get one line and exit status 2.
+#  - bad arguments to stats and limit get one line and exit status 2;
+#  - stats --textfile in a directory anyone can write: symlinks another
+#    user plants at the file's name and at its temporary's do not make
+#    root write through them.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 it_begin "statistics: stats.json, dioloop stats, the ctl file, logs" jq
@@ -119,6 +122,42 @@ for i in 1 2 3 4 5; do nodeio pwrite "$MNT/s.img" $((8 * M)) 4096 >/dev/null; do
 expect_eq "5 more ENOSPC errors within 10 s: still logged once (rate-limited)" 1 \
 	"$(grep -c "s.img: write: No space left on device" "$DLOG")"
 expect_eq "... but all counted" 6 "$(stat_of s.img .errors.ENOSPC)"
+
+it_log "---- stats --textfile: symlinks planted in a directory anyone can write"
+# Another user plants symlinks to a file of root's at the textfile's name
+# and at the name its temporary had (FILE.PID.tmp, PID the running
+# stats --watch's): root's file keeps its bytes, FILE becomes a regular
+# file holding the metrics.  The directory is 0777 without the sticky
+# bit, where fs.protected_symlinks does not stop root following them.
+PROM_DIR=$IT_TMP/textfile
+VICTIM=$IT_TMP/root-owned
+mkdir -p "$PROM_DIR"
+chmod 0711 "$IT_TMP"	# the other user reaches PROM_DIR
+chmod 0777 "$PROM_DIR"
+echo "root's own bytes" >"$VICTIM"
+chmod 0644 "$VICTIM"
+victim_sha=$(sha "$VICTIM")
+PLANT=()
+if command -v setpriv >/dev/null && id -u nobody >/dev/null 2>&1; then
+	PLANT=(setpriv --reuid="$(id -u nobody)" --regid="$(id -g nobody)" --clear-groups --)
+fi
+must "plant FILE -> root's file" "${PLANT[@]}" ln -s "$VICTIM" "$PROM_DIR/dioloop.prom"
+start_helper "$DIOLOOP_BIN" stats --prometheus --textfile "$PROM_DIR/dioloop.prom" \
+	--watch --interval 0.2 --count 10 "$MNT" >"$IT_TMP/textfile.out" 2>&1 </dev/null
+STATS_PID=$HELPER_PID
+must "plant FILE.$STATS_PID.tmp -> root's file" \
+	"${PLANT[@]}" ln -s "$VICTIM" "$PROM_DIR/dioloop.prom.$STATS_PID.tmp"
+rc=0
+wait "$STATS_PID" || rc=$?
+forget_pid "$STATS_PID"
+expect_eq "stats --textfile --watch with the symlinks planted: exit status" 0 "$rc"
+expect_eq "root's file keeps its bytes" "$victim_sha" "$(sha "$VICTIM")"
+expect_eq "FILE is a regular file now, not the symlink" "regular file" \
+	"$(stat -c %F "$PROM_DIR/dioloop.prom")"
+expect_eq "FILE holds the metrics" 1 \
+	"$(grep -c '^# TYPE dioloop_requests_total counter$' "$PROM_DIR/dioloop.prom")"
+expect_eq "only FILE and the planted symlink are left (no temporary)" "dioloop.prom dioloop.prom.$STATS_PID.tmp" \
+	"$(all_names "$PROM_DIR")"
 
 daemon=$DAEMON_PID
 dioloop_umount "$MNT"
