@@ -13,6 +13,11 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+/* A dioloop mount: its type, and the prefix of its source, which is
+ * "dioloop:" and the SOURCE it serves (cmd_mount.c's fsname). */
+#define DIOLOOP_FSTYPE "fuse.dioloop"
+#define DIOLOOP_FSNAME_PREFIX "dioloop:"
+
 struct dioloop_mountinfo {
 	dev_t dev;			/* MAJ:MIN */
 	char *mountpoint;		/* unescaped */

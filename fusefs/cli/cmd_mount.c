@@ -16,6 +16,7 @@
 #include "fusefs/cli/commands.h"
 #include "fusefs/cli/mount.h"
 #include "fusefs/fs.h"
+#include "fusefs/mountinfo.h"
 #include "fusefs/remote.h"
 #include "fusefs/session_io.h"
 
@@ -111,7 +112,7 @@ static int run_mount(struct mount_state *ms, const char *source,
 		g_info("PR_SET_IO_FLUSHER: %s (continuing without it)",
 		       g_strerror(errno));
 
-	fsname = g_strdup_printf("dioloop:%s", ms->fs.source);
+	fsname = g_strdup_printf(DIOLOOP_FSNAME_PREFIX "%s", ms->fs.source);
 	optstr = g_strdup_printf("fsname=%s,subtype=dioloop%s%s", fsname,
 				 ms->fs.opts.allow_other ?
 					 ",allow_other,default_permissions" : "",

@@ -23,12 +23,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/control.h"
 #include "fusefs/loop.h"
 #include "fusefs/mountinfo.h"
 
-#define UMOUNT_FSTYPE "fuse.dioloop"
 /* How long a detached loop device may take to let go of its node. */
 #define UMOUNT_DETACH_TIMEOUT_MS 1000
 
@@ -62,8 +62,9 @@ static int mountinfo_find(const char *path, char **fstype, char **source,
 /*
  * Check that real is a dioloop mount: the topmost mount there is
  * fuse.dioloop, it is what path resolves to (same device), and its
- * statistics file answers.  Sets *dev and *remote (an nfs:// source);
- * true, or false after a one-line message.  Changes nothing.
+ * statistics file answers.  Sets *dev and *remote (a URL source, such
+ * as nfs:// or rbd://: its images live on a server); true, or false
+ * after a one-line message.  Changes nothing.
  */
 static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 			     bool *remote)
@@ -78,7 +79,7 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 			    "touch it", arg);
 		return false;
 	}
-	if (strcmp(fstype, UMOUNT_FSTYPE)) {
+	if (strcmp(fstype, DIOLOOP_FSTYPE)) {
 		dioloop_err("umount: %s is a %s mount, not a dioloop mount: "
 			    "refusing to touch it", arg, fstype);
 		return false;
@@ -104,7 +105,8 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 		g_clear_error(&err);
 		return false;
 	}
-	*remote = g_str_has_prefix(source, "dioloop:nfs://");
+	*remote = g_str_has_prefix(source, DIOLOOP_FSNAME_PREFIX) &&
+		  backend_is_url(source + strlen(DIOLOOP_FSNAME_PREFIX));
 	return true;
 }
 
@@ -181,8 +183,9 @@ static bool claim_our_loops(const char *real, dev_t dev, GArray *claims)
  * fsync every node that opens: the number that failed to flush.  A node
  * that cannot be opened (another daemon serves its image, a broken
  * image: EUCLEAN, EIO) has nothing of ours to flush and does not stop
- * the unmount.  A remote node whose server does not answer counts in
- * *lost instead: the unmount goes on.
+ * the unmount.  A remote node (nfs://, rbd://: any URL source) whose
+ * flush fails, its server gone or refusing this client, counts in *lost
+ * instead: the unmount goes on, as retrying would not help.
  */
 static int flush_nodes(const char *real, bool remote, int *lost)
 {
@@ -205,10 +208,11 @@ static int flush_nodes(const char *real, bool remote, int *lost)
 			int e = errno;
 
 			if (remote) {
-				dioloop_err("umount: %s: flush: %s (the nfs "
-					    "server does not answer: unmounting "
-					    "anyway; writes not on it yet are "
-					    "lost)", path, g_strerror(e));
+				dioloop_err("umount: %s: flush: %s (a remote "
+					    "image whose server does not take "
+					    "it: unmounting anyway; writes not "
+					    "on the server yet are lost)", path,
+					    g_strerror(e));
 				(*lost)++;
 			} else {
 				dioloop_err("umount: %s: flush: %s", path,

@@ -19,10 +19,6 @@
 #include "fusefs/redirect.h"
 
 #define CTL_REPLY_MAX (4 << 20)	/* a scrub lists every bad block */
-/* The file system type and source prefix of a dioloop mount in
- * /proc/self/mountinfo (cmd_mount.c: fsname=dioloop:SOURCE). */
-#define DIOLOOP_FSTYPE "fuse.dioloop"
-#define DIOLOOP_FSNAME_PREFIX "dioloop:"
 
 void dioloop_ctl_target_clear(struct dioloop_ctl_target *t)
 {

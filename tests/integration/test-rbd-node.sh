@@ -11,8 +11,11 @@
 # a remount the journal replays, e2fsck is clean and every file fsync'd
 # before the kill is intact), and the OSD killed for longer than the
 # URL's timeout (EIO, one log line, a write then fails rather than being
-# acknowledged and lost, the node works again once it is back).  Bad URLs, a missing pool and an
-# existing image give one line and the documented status.
+# acknowledged and lost, the node works again once it is back), and the
+# daemon's client blocklisted (`dioloop umount` reports the writes lost
+# and unmounts anyway, as for an nfs server that does not answer).  Bad
+# URLs, a missing pool and an existing image give one line and the
+# documented status.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$IT_DIR/ceph-lib.sh"
 
@@ -212,6 +215,41 @@ daemon=$DAEMON_PID
 dioloop_umount "$MNT"
 daemon_wait "$daemon"
 expect_eq "exit status of the daemon after dioloop umount" 0 "$DAEMON_STATUS"
+
+it_log "---- the daemon's client blocklisted: umount reports the loss and unmounts"
+# With the OSD gone a flush still succeeds (no cache: nothing is held
+# back), but a client the cluster has fenced (blocklisted, as a writer
+# that breaks its lock does) can flush nothing.  As for an nfs server
+# that does not answer: one line saying the writes not on the cluster
+# are lost, and the mount is removed all the same (exit status 1),
+# rather than refused and left mounted with no way to flush it.
+start_daemon "$DIR_URL?timeout=5" "$MNT"
+addr=$(timeout 60 rbd status --format json "rbd/$NS/disk0" | jq -r '.watchers[0].address // empty')
+expect_match "the daemon's client watches disk0" '.+/[0-9]+' "$addr"
+must "ceph osd blocklist add $addr" timeout 60 ceph osd blocklist add "$addr"
+for ((i = 0; i < 50; i++)); do
+	[[ $(nodeio fsync "$NODE" 2>&1) == "err EIO" ]] && break
+	sleep 0.2
+done
+expect_io "an fsync of the node fails once the client is blocklisted" "err EIO" fsync "$NODE"
+daemon=$DAEMON_PID
+start=$SECONDS
+expect_one_line_error "dioloop umount with the client blocklisted" 1 \
+	"$DIOLOOP_BIN" umount "$MNT"
+took=$((SECONDS - start))
+expect_match "it says the writes not on the cluster are lost" \
+	'.*disk0: flush: Input/output error.*lost.*' "$(cat "$IT_TMP/err.err")"
+if is_mount "$MNT"; then
+	it_fail "expected $MNT unmounted all the same"
+	fusermount3 -u -z "$MNT"
+else
+	it_ok "$MNT is unmounted all the same (${took}s)"
+fi
+forget_mount "$MNT"
+daemon_wait "$daemon"
+[[ $DAEMON_STATUS == running ]] && { wait_gone "$daemon" 30; daemon_wait "$daemon"; }
+expect_match "the daemon exited after umount" '[0-9]+' "$DAEMON_STATUS"
+must "ceph osd blocklist rm $addr" timeout 60 ceph osd blocklist rm "$addr"
 
 it_log "---- the image as librbd's own tool reads it"
 must "rbd export rbd/$NS/disk0" timeout 120 rbd export "rbd/$NS/disk0" "$IT_TMP/export.img"
