@@ -7,6 +7,7 @@
 #   rbd_test_cluster     # skips without the backend or a cluster; sets
 #                        # CLUSTER, exports CEPH_CONF, makes namespace
 #                        # rbd/$RBD_NS ($RBD_URL = rbd://rbd/$RBD_NS)
+#   rbd_expect_export IMAGE SHA [FS]  # `rbd export` of it: those bytes, fsck
 #   rbd_test_cleanup     # remove the namespace's images and the namespace
 source "$IT_DIR/ceph-lib.sh"
 
@@ -34,6 +35,22 @@ rbd_test_cluster() {
 	# shellcheck disable=SC2034  # the tests' URL of the namespace
 	RBD_URL=rbd://rbd/$RBD_NS
 	must "rbd namespace create rbd/$RBD_NS" timeout 60 rbd namespace create "rbd/$RBD_NS"
+}
+
+# rbd_expect_export IMAGE SHA [FS]: the image rbd/$RBD_NS/IMAGE as
+# librbd's own tool reads it (`rbd export`, no daemon in the way) has the
+# sha256 SHA (what its node showed) and, given FS, a clean file system
+# (fsck_fs of the exported file).  The export is removed.
+rbd_expect_export() {
+	local img=$1 want=$2 fs=${3:-} file=$IT_TMP/$1.export
+
+	if expect_ok "rbd export rbd/$RBD_NS/$img" \
+		timeout 120 rbd export --no-progress "rbd/$RBD_NS/$img" "$file"; then
+		expect_eq "rbd export of $img = what its node showed" "$want" "$(sha "$file")"
+		[[ -z $fs ]] ||
+			expect_ok "fsck of $fs on the exported $img is clean" fsck_fs "$fs" "$file"
+	fi
+	rm -f "$file"
 }
 
 # Every image of the namespace (with its snapshots) and the namespace;
