@@ -27,8 +27,15 @@ int drbd_errno(struct drbd *d, int r, const char *what)
 			g_message("%s: the cluster answers again", d->url.url);
 		return r;
 	}
-	/* ESHUTDOWN: this client was blocklisted (its lock was broken). */
-	if (r == -ETIMEDOUT || r == -ESHUTDOWN || r == -ENOTCONN) {
+	/* ESHUTDOWN: this client was blocklisted (fenced: another client
+	 * broke its lock).  It stays so until an operator lifts it. */
+	if (r == -ESHUTDOWN) {
+		if (!atomic_exchange(&d->outage, true))
+			g_warning("%s: %s: the cluster has blocklisted this client (another client took the image's lock, or an operator fenced it): failing requests with EIO",
+				  d->url.url, what);
+		return -EIO;
+	}
+	if (r == -ETIMEDOUT || r == -ENOTCONN) {
 		if (!atomic_exchange(&d->outage, true))
 			g_warning("%s: %s: no answer from the cluster within %u s: failing requests with EIO until it answers",
 				  d->url.url, what, d->url.timeout_s);

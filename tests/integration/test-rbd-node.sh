@@ -249,6 +249,8 @@ forget_mount "$MNT"
 daemon_wait "$daemon"
 [[ $DAEMON_STATUS == running ]] && { wait_gone "$daemon" 30; daemon_wait "$daemon"; }
 expect_match "the daemon exited after umount" '[0-9]+' "$DAEMON_STATUS"
+expect_eq "the daemon's log says the client was blocklisted, once" 1 \
+	"$(grep -c 'blocklisted this client' "$DAEMON_LOG")"
 must "ceph osd blocklist rm $addr" timeout 60 ceph osd blocklist rm "$addr"
 
 it_log "---- the image as librbd's own tool reads it"
