@@ -4,8 +4,9 @@
 # cow images kept in a Ceph cluster: the cow format over the rbd store
 # (formats over stores).
 #  - `dioloop create --format cow rbd://...` makes the rbd image (`rbd ls`
-#    shows it; an existing one is refused with one line, exit status 1)
-#    and writes the cow format into it: `info` says "cow on rbd", the
+#    shows it; an existing one is refused with one line, exit status 1;
+#    one the format cannot be written into is removed again) and writes
+#    the cow format into it: `info` says "cow on rbd", the
 #    mount serves it as a cow node, ext4 made on it through a loop device
 #    checks clean, and read back from the cluster it passes `dioloop
 #    check`;
@@ -47,6 +48,14 @@ expect_eq "... and leaves the image as it was (cow)" cow \
 	"$("$DIOLOOP_BIN" info --json "$RBD_URL/made" 2>&1 | jq -r .format 2>&1)"
 expect_status "a raw create over it is refused too" 1 \
 	"$DIOLOOP_BIN" create --size 96M "$RBD_URL/made"
+# Made without the exclusive-lock feature, the new image cannot be opened
+# for writing: the format cannot go in after the image was made.
+expect_status "a cow create whose new image cannot be written fails" 1 \
+	env CEPH_ARGS="--rbd-default-features=layering" \
+	"$DIOLOOP_BIN" create --format cow --size 96M "$RBD_URL/half"
+expect_match "... in one line that says why" "dioloop: create: $RBD_URL/half: .*exclusive-lock.*" \
+	"$(cat "$IT_TMP/last.out")"
+expect_eq "... and leaves no half-made image behind" made "$(rbd_images)"
 
 must "create c.cow (cow, 128M, local)" "$DIOLOOP_BIN" create --format cow --size 128M c.cow
 must "rbd import c.cow rbd/$RBD_NS/c.cow" timeout 120 rbd import --no-progress c.cow "rbd/$RBD_NS/c.cow"
