@@ -274,6 +274,11 @@ struct backend_ops {
 	/* Make a new image (never over an existing one): 0 or -errno with
 	 * the one line for a person in *error.  Optional: -EOPNOTSUPP. */
 	int (*create)(const struct backend_create_args *a, GError **error);
+	/* A container format whose images may live on a protocol's store
+	 * (cow on nfs:// or rbd://): create is given the URL, makes the
+	 * store's image (backend_create of a raw image there) and writes
+	 * the format into it, removing it again when that fails. */
+	bool on_stores;
 	/* A created image's size must be a multiple of this (0: 1). */
 	uint32_t create_align;
 	/* Data checksums create accepts, NULL-terminated; NULL: none. */
@@ -337,9 +342,10 @@ int backend_check_url(const char *url, bool want_file, GError **error);
  * the line in *error. */
 int backend_list_url(const char *dir_url, GPtrArray *names, GError **error);
 /* Create an image of format type at a->path: a URL goes to its protocol
- * backend (type NULL or "raw": a raw image there; another format cannot
- * live on a protocol yet: -EOPNOTSUPP).  0 or -errno with the one line in
- * *error. */
+ * backend (type NULL or "raw": a raw image there), or to a format that
+ * keeps its images on stores (ops.on_stores: cow), which makes the
+ * protocol's image and writes itself into it; another format cannot live
+ * on a protocol: -EOPNOTSUPP.  0 or -errno with the one line in *error. */
 int backend_create(const char *type, const struct backend_create_args *a,
 		   GError **error);
 /* What backend_create checks before it makes anything: a URL's protocol

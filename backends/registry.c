@@ -290,12 +290,20 @@ static const struct backend_ops *backend_creator(const char *type,
 			return NULL;
 		}
 		/* raw maps 1:1, so a raw image on a protocol is the
-		 * protocol's own file; other formats need a store. */
+		 * protocol's own file; a container format keeps its image
+		 * on the protocol's store, which create makes first. */
 		if (type && strcmp(type, "raw") && strcmp(type, ops->name)) {
-			*err = backend_set_error(error, -EOPNOTSUPP,
-						 "%s: %s images on %s:// are not supported (raw only)",
-						 path, type, ops->protocol);
-			return NULL;
+			const struct backend_ops *fmt = backend_lookup(type);
+
+			if (!fmt || !fmt->on_stores || !ops->create ||
+			    !ops->remove) {
+				*err = backend_set_error(error, -EOPNOTSUPP,
+							 "%s: %s images on %s:// are not supported",
+							 path, type,
+							 ops->protocol);
+				return NULL;
+			}
+			ops = fmt;
 		}
 	} else {
 		ops = backend_lookup(type ? type : "raw");

@@ -546,6 +546,51 @@ static int ctl_snapshot(struct dioloop_fs *fs, int argc, char **argv,
 	return ret;
 }
 
+/*
+ * Whether other volumes of image were made from its volume name (a
+ * clone of a snapshot): then the delete is refused, naming them, as the
+ * command line does for an image it reads itself (an image on a URL
+ * source it cannot see from the node).  An image whose volumes cannot be
+ * listed is left to the delete to report.
+ */
+static bool ctl_volume_has_users(struct dioloop_fs *fs, const char *image,
+				 const char *name, GString *reply)
+{
+	g_autoptr(GString) users = g_string_new(NULL);
+	GArray *vols = NULL;
+	uint64_t id = 0;
+	guint i, n = 0;
+
+	if (dioloop_volumes_list(fs, image, &vols) < 0)
+		return false;
+	for (i = 0; i < vols->len; i++) {
+		const struct backend_volume_info *v =
+			&g_array_index(vols, struct backend_volume_info, i);
+
+		if (!strcmp(v->name, name))
+			id = v->id;
+	}
+	for (i = 0; id && i < vols->len; i++) {
+		const struct backend_volume_info *v =
+			&g_array_index(vols, struct backend_volume_info, i);
+
+		if (v->parent == id)
+			g_string_append_printf(users, "%s%s%s%s",
+					       n++ ? ", " : "", image,
+					       v->name[0] ? "@" : "", v->name);
+	}
+	g_array_unref(vols);
+	if (n)
+		g_string_append_printf(reply, "delete-volume: cannot delete "
+				       "%s@%s: %s made from it (%s); delete "
+				       "%s first, or convert it to an image "
+				       "of its own\n", image, name, n == 1 ?
+				       "another volume was" :
+				       "other volumes were", users->str,
+				       n == 1 ? "it" : "them");
+	return n > 0;
+}
+
 /* delete-volume IMAGE@NAME: close the node, delete its volume. */
 static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 			     GString *reply)
@@ -576,6 +621,10 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 	}
 	volume = g_strdup(node->volume);
 	image = g_strdup(node->image);	/* the node may go with its lookup */
+	if (ctl_volume_has_users(fs, image, volume, reply)) {
+		dioloop_node_forget(fs, node->ino, 1);
+		return -EBUSY;
+	}
 	/* A scrub of the container reads every volume's map: closing one
 	 * under it would pull its pages away. */
 	g_mutex_lock(&fs->lock);
@@ -607,7 +656,8 @@ static int ctl_delete_volume(struct dioloop_fs *fs, int argc, char **argv,
 	dioloop_node_forget(fs, img->ino, 1);
 	if (ret < 0) {
 		g_string_append_printf(reply, "delete-volume: %s: %s\n",
-				       argv[0], g_strerror(-ret));
+				       argv[0], error ? error->message :
+				       g_strerror(-ret));
 		return ret;
 	}
 	g_message("%s: volume deleted", argv[0]);

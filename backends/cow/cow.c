@@ -858,6 +858,7 @@ const struct backend_ops cow_backend_ops = {
 	.describe = cow_describe,
 	.probe = cow_probe,
 	.create = cow_create,
+	.on_stores = true,
 	.create_align = COW_BLOCK_SIZE,
 	.checksums = cow_checksum_names,
 };

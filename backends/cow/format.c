@@ -714,10 +714,10 @@ static int sync_parent_dir(const char *path)
 	return ret;
 }
 
-int cow_format(const char *path, const struct cow_format_opts *opts,
-	       struct cow_err *err)
+int cow_format_encode(const struct cow_format_opts *opts, uint8_t *buf,
+		      struct cow_err *err)
 {
-	enum { VOL_PBN = 2, RC_PBN = 3, NR_BLOCKS = 4 };
+	enum { VOL_PBN = 2, RC_PBN = 3 };
 	uint8_t csum_type = opts->csum_type ? opts->csum_type :
 					      COW_CSUM_CRC32C;
 	uint64_t nblocks = opts->size / COW_BLOCK_SIZE;
@@ -725,9 +725,8 @@ int cow_format(const char *path, const struct cow_format_opts *opts,
 	struct cow_volume_entry vol = { 0 };
 	struct cow_page_hdr hdr = { 0 };
 	struct cow_sb sb = { 0 };
-	uint8_t *buf;
 	uint32_t s;
-	int fd, ret;
+	int ret;
 
 	if (opts->size == 0 || opts->size % COW_BLOCK_SIZE ||
 	    opts->size > cow_max_volume_size() || map_height == 0) {
@@ -749,20 +748,14 @@ int cow_format(const char *path, const struct cow_format_opts *opts,
 	sb.block_size = COW_BLOCK_SIZE;
 	sb.csum_type = csum_type;
 	sb.first_block = COW_FIRST_BLOCK;
-	sb.nr_blocks = NR_BLOCKS;
+	sb.nr_blocks = COW_FORMAT_BLOCKS;
 	sb.create_time = sb.commit_time = (uint64_t)time(NULL);
 	sb.default_volume = 1;
 	sb.next_volume_id = 2;
-	sb.refcount_root = (struct cow_ptr){ RC_PBN, 1, NR_BLOCKS, 1 };
+	sb.refcount_root = (struct cow_ptr){ RC_PBN, 1, COW_FORMAT_BLOCKS, 1 };
 	sb.volume_root = (struct cow_ptr){ VOL_PBN, 1, 1, 1 };
 
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		ret = -errno;
-		cow_bad(err, "create %s: %s", path, g_strerror(errno));
-		return ret;
-	}
-	buf = g_malloc0(NR_BLOCKS * COW_BLOCK_SIZE);
+	memset(buf, 0, COW_FORMAT_BLOCKS * COW_BLOCK_SIZE);
 	for (s = 0; s < COW_NR_SLOTS; s++) {
 		sb.slot = s;
 		cow_sb_encode(&sb, buf + s * COW_BLOCK_SIZE);
@@ -780,14 +773,34 @@ int cow_format(const char *path, const struct cow_format_opts *opts,
 	memcpy(hdr.uuid, sb.uuid, 16);
 	cow_page_seal(buf + VOL_PBN * COW_BLOCK_SIZE, &hdr);
 	/* The refcount tree: one leaf; every block so far is used once. */
-	for (s = 0; s < NR_BLOCKS; s++)
+	for (s = 0; s < COW_FORMAT_BLOCKS; s++)
 		cow_rc_set(buf + RC_PBN * COW_BLOCK_SIZE, s, 1);
 	hdr.tree = COW_TREE_REFCOUNT;
 	hdr.nr_entries = COW_RC_ENTRIES;
 	hdr.pbn = RC_PBN;
 	cow_page_seal(buf + RC_PBN * COW_BLOCK_SIZE, &hdr);
+	return 0;
+}
 
-	ret = write_all(fd, buf, NR_BLOCKS * COW_BLOCK_SIZE, 0);
+int cow_format(const char *path, const struct cow_format_opts *opts,
+	       struct cow_err *err)
+{
+	uint8_t *buf = g_malloc0(COW_FORMAT_BLOCKS * COW_BLOCK_SIZE);
+	int fd, ret;
+
+	ret = cow_format_encode(opts, buf, err);
+	if (ret < 0) {
+		g_free(buf);
+		return ret;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = -errno;
+		cow_bad(err, "create %s: %s", path, g_strerror(errno));
+		g_free(buf);
+		return ret;
+	}
+	ret = write_all(fd, buf, COW_FORMAT_BLOCKS * COW_BLOCK_SIZE, 0);
 	if (!ret && fsync(fd) < 0)
 		ret = -errno;
 	if (!ret)

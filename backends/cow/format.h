@@ -298,6 +298,18 @@ struct cow_format_opts {
 	uint8_t csum_type;		/* 0: crc32c */
 };
 
+/* The blocks a new image is made of: both superblocks, the volume
+ * leaf and the refcount leaf. */
+#define COW_FORMAT_BLOCKS 4u
+
+/*
+ * Encode a new image into buf (COW_FORMAT_BLOCKS blocks): generation 1 in
+ * both slots, one empty default volume of opts->size bytes.  0, or
+ * -EINVAL (a bad size or checksum) / -errno with a message in err.
+ */
+int cow_format_encode(const struct cow_format_opts *opts, uint8_t *buf,
+		      struct cow_err *err);
+
 /*
  * Create a new cow image at path (refuses an existing file: -EEXIST):
  * generation 1 in both slots, one empty default volume of opts->size

@@ -5,9 +5,12 @@
  * served as node IMAGE@NAME.  snapshot is rbd_snap_create2, delete
  * rbd_snap_remove2; a snapshot volume is opened with rbd_open_read_only
  * at the snapshot (rbd.c).  A writable clone NAME is the image IMAGE@NAME
- * (rbd_clone3 of the protected snapshot "@clone-NAME"; an image name with
- * '@' is never one of a URL, nor a node of a pool listing), served as
- * node IMAGE@NAME.  Scrub and check are not supported.
+ * (an image name with '@' is never one of a URL, nor a node of a pool
+ * listing), served as node IMAGE@NAME: rbd_clone3 of the protected
+ * snapshot "@clone-NAME" taken for it (a clone of the image), or of the
+ * existing snapshot SNAP, protected for it (a clone of IMAGE@SNAP; its
+ * parent is SNAP, which cannot be deleted while the clone exists).  Scrub
+ * and check are not supported.
  *
  * Threads: every op runs on a worker or control thread and waits for the
  * cluster (bounded by the URL's timeout=).
@@ -113,8 +116,80 @@ static int drbd_writable_head(struct drbd *d, GError **error)
 	return 0;
 }
 
+/* The id of the clone volume that is the rbd image of id image_id (a hex
+ * string): its low 62 bits with bit 62 set, so it is no snapshot's id
+ * (those count up from 1) and stays positive as a signed 64-bit one. */
+static uint64_t drbd_child_volume_id(const char *image_id)
+{
+	uint64_t low = g_ascii_strtoull(image_id, NULL, 16) &
+		       ((UINT64_C(1) << 62) - 1);
+
+	return low | (UINT64_C(1) << 62);
+}
+
+/* Whether the rbd image spec is a clone volume of d's image: IMAGE@NAME in
+ * its pool and namespace; *name then points at NAME in it. */
+static bool drbd_is_clone_volume(struct drbd *d,
+				 const rbd_linked_image_spec_t *s,
+				 const char **name)
+{
+	size_t n = strlen(d->url.image);
+
+	if (s->trash || strcmp(s->pool_name, d->url.pool) ||
+	    strcmp(s->pool_namespace ? s->pool_namespace : "", d->url.ns) ||
+	    strncmp(s->image_name, d->url.image, n) || s->image_name[n] != '@')
+		return false;
+	*name = s->image_name + n + 1;
+	return (*name)[0] && strlen(*name) <= BACKEND_VOLUME_NAME_MAX &&
+	       !strpbrk(*name, "/@");
+}
+
+/* Append the clone volumes made of snapshot snap to out, with snap as
+ * their parent.  Only a protected snapshot is asked (a clone of IMAGE@SNAP
+ * protects it), so listing an image whose snapshots have no clones opens
+ * nothing. */
+static void drbd_list_snap_clones(struct drbd *d, rbd_image_t head,
+				  const rbd_snap_info_t *snap, GArray *out)
+{
+	rbd_linked_image_spec_t *kids = NULL;
+	struct backend_volume_info v;
+	rbd_image_t at;
+	size_t max = 8, i;
+	int prot = 0, r;
+
+	if (rbd_snap_is_protected(head, snap->name, &prot) < 0 || !prot)
+		return;
+	if (rbd_open_read_only(d->ioctx, d->url.image, &at, snap->name) < 0)
+		return;
+	for (;;) {
+		kids = g_new0(rbd_linked_image_spec_t, max);
+		r = rbd_list_children3(at, kids, &max);
+		if (r != -ERANGE)
+			break;
+		g_free(kids);
+	}
+	for (i = 0; r >= 0 && i < max; i++) {
+		const char *name;
+
+		if (!drbd_is_clone_volume(d, &kids[i], &name))
+			continue;
+		memset(&v, 0, sizeof(v));
+		v.id = drbd_child_volume_id(kids[i].image_id);
+		g_strlcpy(v.name, name, sizeof(v.name));
+		v.parent = snap->id;
+		v.size = snap->size;
+		v.open = d->clone && !strcmp(d->clone, kids[i].image_name);
+		g_array_append_val(out, v);
+	}
+	if (r >= 0)
+		rbd_linked_image_spec_list_cleanup(kids, max);
+	g_free(kids);
+	rbd_close(at);
+}
+
 /* backend_volume_ops.list: the image, then its snapshots and clones in
- * id order (a clone's id is its snapshot's). */
+ * id order (a clone of the image has its snapshot's id; the clones of a
+ * snapshot follow it). */
 static int drbd_vops_list(struct backend *b, GArray *out, GError **error)
 {
 	struct drbd *d = b->priv;
@@ -163,6 +238,8 @@ static int drbd_vops_list(struct backend *b, GArray *out, GError **error)
 		v.open = clone ? d->clone && !strcmp(d->clone + strlen(d->url.image) + 1, name) :
 				 d->snap && !strcmp(d->snap, name);
 		g_array_append_val(out, v);
+		if (!clone)
+			drbd_list_snap_clones(d, head, &snaps[i], out);
 	}
 	drbd_snaps_free(snaps);
 	if (own)
@@ -213,26 +290,98 @@ static int drbd_clone(struct drbd *d, const char *name, GError **error)
 	return 0;
 }
 
+/* Whether the image IMAGE@NAME (a clone volume) exists. */
+static bool drbd_clone_image_exists(struct drbd *d, const char *name)
+{
+	g_autofree char *image = drbd_clone_image(d->url.image, name);
+	rbd_image_t h;
+
+	if (rbd_open_read_only(d->ioctx, image, &h, NULL) < 0)
+		return false;
+	rbd_close(h);
+	return true;
+}
+
+/* Whether the image has a volume called name: a snapshot, or a clone of
+ * the image or of a snapshot. */
+static bool drbd_volume_exists(struct drbd *d, const char *name)
+{
+	g_autofree char *base = drbd_clone_snap(name);
+
+	return drbd_snap_exists(d, name) || drbd_snap_exists(d, base) ||
+	       drbd_clone_image_exists(d, name);
+}
+
+/*
+ * A writable clone NAME of d, the snapshot volume SNAP: rbd_clone3 of
+ * the snapshot into the image IMAGE@NAME with the cluster's default
+ * features.  The snapshot is protected first when it is not (clone
+ * format v1 needs it; with v2 an unprotected parent could be removed
+ * into the trash while clones use it, and deleting a snapshot others
+ * were made from is refused, as for cow).  The protection goes through a
+ * writable handle of the image opened for it: librbd forwards it to the
+ * client holding the image's exclusive lock (a daemon serving the
+ * image), or takes the lock until the handle closes.  Undone on
+ * failure.
+ */
+static int drbd_clone_snapshot(struct drbd *d, const char *name,
+			       GError **error)
+{
+	g_autofree char *image = drbd_clone_image(d->url.image, name);
+	rbd_image_options_t opts;
+	const char *what = "open";
+	rbd_image_t head;
+	int prot = 0, r;
+
+	r = rbd_open(d->ioctx, d->url.image, &head, NULL);
+	if (r == 0) {
+		what = "protect";
+		r = rbd_snap_is_protected(head, d->snap, &prot);
+		if (r == 0 && !prot)
+			r = rbd_snap_protect(head, d->snap);
+		if (r == 0) {
+			what = "clone";
+			rbd_image_options_create(&opts);
+			r = rbd_clone3(d->ioctx, d->url.image, d->snap,
+				       d->ioctx, image, opts);
+			rbd_image_options_destroy(opts);
+			if (r < 0 && !prot)
+				rbd_snap_unprotect(head, d->snap);
+		}
+		rbd_close(head);
+	}
+	if (r < 0)
+		return drbd_volume_error(error, drbd_errno(d, r, what),
+					 "%s: clone %s of snapshot %s (%s): %s",
+					 d->url.url, name, d->snap, what,
+					 g_strerror(-r));
+	return 0;
+}
+
 /* backend_volume_ops.snapshot: rbd_snap_create2 of the image (the core
  * has drained the node: every acknowledged write is in; librbd flushes
- * its cache first), or a writable clone (drbd_clone). */
+ * its cache first), or a writable clone of the image (drbd_clone) or of
+ * the snapshot volume b is (drbd_clone_snapshot). */
 static int drbd_vops_snapshot(struct backend *b, const char *name,
 			      bool writable, GError **error)
 {
 	struct drbd *d = b->priv;
-	g_autofree char *base = drbd_clone_snap(name);
 	int r;
 
 	if (!name[0] || strlen(name) > BACKEND_VOLUME_NAME_MAX ||
 	    strpbrk(name, "/@"))
 		return drbd_volume_error(error, -EINVAL,
 					 "bad volume name '%s'", name);
-	r = drbd_writable_head(d, error);
-	if (r < 0)
-		return r;
-	if (drbd_snap_exists(d, name) || drbd_snap_exists(d, base))
+	if (!(writable && d->snap)) {
+		r = drbd_writable_head(d, error);
+		if (r < 0)
+			return r;
+	}
+	if (drbd_volume_exists(d, name))
 		return drbd_volume_error(error, -EEXIST,
 					 "a volume named '%s' exists", name);
+	if (writable && d->snap)
+		return drbd_clone_snapshot(d, name, error);
 	if (writable)
 		return drbd_clone(d, name, error);
 	r = rbd_snap_create2(d->image, name, 0, drbd_no_progress, NULL);
@@ -274,8 +423,45 @@ static int drbd_delete_clone(struct drbd *d, const char *name,
 	return 0;
 }
 
+/* Delete clone name of a snapshot: its image (EBUSY while anyone has it
+ * open), then the snapshot's protection when no clone of it is left. */
+static int drbd_delete_snap_clone(struct drbd *d, const char *name,
+				  GError **error)
+{
+	g_autofree char *image = drbd_clone_image(d->url.image, name);
+	rbd_linked_image_spec_t parent = { 0 };
+	rbd_snap_spec_t snap = { 0 };
+	rbd_image_t h;
+	bool has_parent = false;
+	int r;
+
+	r = rbd_open_read_only(d->ioctx, image, &h, NULL);
+	if (r == 0) {
+		has_parent = rbd_get_parent(h, &parent, &snap) == 0;
+		rbd_close(h);
+	}
+	r = rbd_remove(d->ioctx, image);
+	if (r == -EBUSY)
+		r = drbd_volume_error(error, -EBUSY,
+				      "clone '%s' is in use (open by a client of the cluster)",
+				      name);
+	else if (r < 0)
+		r = drbd_volume_error(error, drbd_errno(d, r, "delete"),
+				      "%s: remove clone image %s: %s",
+				      d->url.url, image, g_strerror(-r));
+	/* Fails with EBUSY while other clones of it are left: it then
+	 * stays protected. */
+	else if (has_parent && !strcmp(parent.image_name, d->url.image))
+		rbd_snap_unprotect(d->image, snap.name);
+	if (has_parent) {
+		rbd_linked_image_spec_cleanup(&parent);
+		rbd_snap_spec_cleanup(&snap);
+	}
+	return r;
+}
+
 /* backend_volume_ops.delete: a snapshot (rbd_snap_remove2; a protected
- * one, or one with clones of the rbd tool's, stays: EBUSY) or a clone. */
+ * one, one with clones, stays: EBUSY) or a clone. */
 static int drbd_vops_delete(struct backend *b, const char *name,
 			    GError **error)
 {
@@ -307,6 +493,8 @@ static int drbd_vops_delete(struct backend *b, const char *name,
 	}
 	if (drbd_snap_exists(d, base))
 		return drbd_delete_clone(d, name, error);
+	if (!strpbrk(name, "/@") && drbd_clone_image_exists(d, name))
+		return drbd_delete_snap_clone(d, name, error);
 	return drbd_volume_error(error, -ENOENT, "no volume named '%s'",
 				 name);
 }

@@ -512,6 +512,8 @@ static int volume_offline(const char *cmd, struct dioloop_image_ref *ref,
 		goto out;
 	}
 	base = g_path_get_basename(ref->image);
+	if (backend_is_url(ref->image))
+		base[strcspn(base, "?")] = '\0';	/* the URL's options */
 	printf(del ? "deleted %s@%s\n" : "%s@%s\n", base, name);
 	status = DIOLOOP_EXIT_OK;
 out:

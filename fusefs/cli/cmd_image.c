@@ -119,9 +119,12 @@ int dioloop_cmd_create(int argc, char **argv)
 				"Create an image (sparse: it takes no space "
 				"until written): raw, a plain file, or cow, a "
 				"copy-on-write image with data checksums and "
-				"snapshots.  PATH may be an NFS URL, "
+				"snapshots.  PATH may be a URL, "
 				"nfs://HOST[:PORT]/EXPORT/DIR/NAME.img[?OPTIONS] "
-				"(raw only).", entries, &argc, &argv))
+				"or rbd://POOL[/NAMESPACE]/IMAGE[?OPTIONS]: the "
+				"file or rbd image is made there (never over an "
+				"existing one) and holds either format.", entries,
+				&argc, &argv))
 		return DIOLOOP_EXIT_USAGE;
 	if (argc != 2) {
 		dioloop_err("create: expected one PATH, got %d arguments",

@@ -15,7 +15,10 @@
 #    (volume, logical and physical block) and reads as EIO through the
 #    node until it is overwritten;
 #  - after unmount, the exported file checks clean (`dioloop check` and
-#    the cow library) and still has both volumes.
+#    the cow library) and still has both volumes;
+#  - `dioloop create --format cow nfs://...` makes the file on the server
+#    and writes the cow format into it (`info` says cow on nfs, the file
+#    checks clean); an existing file is refused with exit status 1.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$IT_DIR/cowlib.sh"
 source "$IT_DIR/nfs-lib.sh"
@@ -37,6 +40,17 @@ DIR_URL=$NFS_URL_BASE/images
 # have registered its own there.
 OPTS="?timeout=10&mountport=$MNT_PORT"
 NODE=$MNT/disk.cow
+
+it_log "---- dioloop create --format cow of an nfs:// URL"
+expect_ok "dioloop create --format cow --size 32M $DIR_URL/made.cow" \
+	"$DIOLOOP_BIN" create --format cow --size 32M "$DIR_URL/made.cow$OPTS"
+expect_match "info through nfs:// says cow on nfs" '.*format: +cow on nfs .*' \
+	"$("$DIOLOOP_BIN" info "$DIR_URL/made.cow$OPTS" 2>&1 | tr '\n' ' ')"
+expect_ok "the file made on the server checks clean" "$DIOLOOP_BIN" check "$IMAGES/made.cow"
+expect_status "create of a file that exists is refused" 1 \
+	"$DIOLOOP_BIN" create --format cow --size 32M "$DIR_URL/made.cow$OPTS"
+expect_eq "... in one line" 1 "$(wc -l <"$IT_TMP/last.out")"
+rm -f "$IMAGES/made.cow"
 
 it_log "---- mount the remote directory"
 start_daemon "$DIR_URL$OPTS" "$MNT"

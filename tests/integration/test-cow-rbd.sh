@@ -2,13 +2,21 @@
 # SPDX-License-Identifier: MIT
 #
 # cow images kept in a Ceph cluster: the cow format over the rbd store
-# (formats over stores).  A cow image imported into an rbd namespace is
-# recognised by its magic through librbd (`info` says "cow on rbd"), and
-# served from `dioloop mount rbd://...` as a cow node: ext4 through a
-# direct-I/O loop device, a snapshot IMAGE@NAME taken through the node
-# (the cow format's, inside the rbd image), its files as at the snapshot,
-# a scrub of the mounted image clean, and after the unmount the image read
-# back from the cluster (`rbd export`) passes `dioloop check`.
+# (formats over stores).
+#  - `dioloop create --format cow rbd://...` makes the rbd image (`rbd ls`
+#    shows it; an existing one is refused with one line, exit status 1;
+#    one the format cannot be written into is removed again) and writes
+#    the cow format into it: `info` says "cow on rbd", the
+#    mount serves it as a cow node, ext4 made on it through a loop device
+#    checks clean, and read back from the cluster it passes `dioloop
+#    check`;
+#  - a cow image imported into an rbd namespace is recognised by its magic
+#    through librbd (`info` says "cow on rbd"), and served from `dioloop
+#    mount rbd://...` as a cow node: ext4 through a direct-I/O loop
+#    device, a snapshot IMAGE@NAME taken through the node (the cow
+#    format's, inside the rbd image), its files as at the snapshot, a
+#    scrub of the mounted image clean, and after the unmount the image
+#    read back from the cluster (`rbd export`) passes `dioloop check`.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$IT_DIR/rbd-lib.sh"
 
@@ -18,13 +26,54 @@ MNT=$IT_TMP/mnt
 IN=$IT_TMP/inner
 mkdir -p "$MNT" "$IN"
 
+# rbd_images: the namespace's image names, one line.
+rbd_images() {
+	timeout 60 rbd ls --pool rbd --namespace "$RBD_NS" 2>&1 | paste -sd' ' -
+}
+
+it_log "---- dioloop create --format cow of an rbd:// URL"
+expect_ok "dioloop create --format cow --size 96M $RBD_URL/made" \
+	"$DIOLOOP_BIN" create --format cow --size 96M "$RBD_URL/made"
+expect_eq "rbd ls shows the image it made" made "$(rbd_images)"
+expect_ok "dioloop info $RBD_URL/made" "$DIOLOOP_BIN" info "$RBD_URL/made"
+info=$(paste -sd' ' "$IT_TMP/last.out")
+expect_match "info: a cow image on rbd" '.*format: +cow on rbd.*' "$info"
+expect_match "info: of the size asked for" '.*size: +100663296 .*' "$info"
+expect_status "create of an image that exists is refused" 1 \
+	"$DIOLOOP_BIN" create --format cow --size 96M "$RBD_URL/made"
+expect_eq "... in one line" 1 "$(wc -l <"$IT_TMP/last.out")"
+expect_match "... that says so" "dioloop: create: $RBD_URL/made: .*File exists" \
+	"$(cat "$IT_TMP/last.out")"
+expect_eq "... and leaves the image as it was (cow)" cow \
+	"$("$DIOLOOP_BIN" info --json "$RBD_URL/made" 2>&1 | jq -r .format 2>&1)"
+expect_status "a raw create over it is refused too" 1 \
+	"$DIOLOOP_BIN" create --size 96M "$RBD_URL/made"
+# Made without the exclusive-lock feature, the new image cannot be opened
+# for writing: the format cannot go in after the image was made.
+expect_status "a cow create whose new image cannot be written fails" 1 \
+	env CEPH_ARGS="--rbd-default-features=layering" \
+	"$DIOLOOP_BIN" create --format cow --size 96M "$RBD_URL/half"
+expect_match "... in one line that says why" "dioloop: create: $RBD_URL/half: .*exclusive-lock.*" \
+	"$(cat "$IT_TMP/last.out")"
+expect_eq "... and leaves no half-made image behind" made "$(rbd_images)"
+
 must "create c.cow (cow, 128M, local)" "$DIOLOOP_BIN" create --format cow --size 128M c.cow
 must "rbd import c.cow rbd/$RBD_NS/c.cow" timeout 120 rbd import --no-progress c.cow "rbd/$RBD_NS/c.cow"
 must "dioloop info $RBD_URL/c.cow" "$DIOLOOP_BIN" info "$RBD_URL/c.cow"
 expect_match "info: a cow image on rbd" '.*format: +cow on rbd.*' "$(paste -sd' ' "$IT_TMP/last.out")"
 
 start_daemon "$RBD_URL?timeout=20" "$MNT"
-expect_eq "the node of the cow image" c.cow "$(names "$MNT")"
+expect_eq "the nodes of the cow images" "c.cow made" "$(names "$MNT" | paste -sd' ')"
+expect_eq "stats.json: the created image is served as a cow node" cow \
+	"$(jq -r '.nodes.made.format' "$MNT/.dioloop/stats.json" 2>&1)"
+attach_loop "$MNT/made"
+MADE_LOOP=$LOOP_DEV
+expect_ok "mkfs.ext4 on the created image's loop device" mkfs.ext4 -q "$MADE_LOOP"
+mount_inner "$MADE_LOOP" "$IN"
+make_files "$IN" made
+umount_inner "$IN"
+expect_ok "fsck of the created image is clean" e2fsck -fn "$MADE_LOOP"
+detach_loop "$MADE_LOOP"
 attach_loop "$MNT/c.cow"
 LOOP=$LOOP_DEV
 must "mkfs.ext4 on the cow node's loop device" mkfs.ext4 -q "$LOOP"
@@ -36,7 +85,7 @@ must "snapshot the node (s1)" "$DIOLOOP_BIN" snapshot "$MNT/c.cow" s1
 must "thaw" fsfreeze -u "$IN"
 echo changed >"$IN/random-1M"
 umount_inner "$IN"
-expect_eq "the snapshot node" "c.cow c.cow@s1" "$(names "$MNT" | paste -sd' ')"
+expect_eq "the snapshot node" "c.cow c.cow@s1 made" "$(names "$MNT" | paste -sd' ')"
 must "fsck of the origin" e2fsck -fn "$LOOP"
 detach_loop "$LOOP"
 attach_loop_ro() {
@@ -56,5 +105,7 @@ dioloop_umount "$MNT"
 
 must "rbd export of the image" timeout 120 rbd export --no-progress "rbd/$RBD_NS/c.cow" back.cow
 must "dioloop check of what the cluster holds" "$DIOLOOP_BIN" check back.cow
+must "rbd export of the created image" timeout 120 rbd export --no-progress "rbd/$RBD_NS/made" made.cow
+expect_ok "dioloop check of the created image as the cluster holds it" "$DIOLOOP_BIN" check made.cow
 rbd_test_cleanup
 it_end

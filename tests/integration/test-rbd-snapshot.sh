@@ -10,11 +10,18 @@
 #  - a snapshot taken while a writer fsyncs files is crash-consistent: a
 #    clone of the image at that time replays the journal, fsck is clean,
 #    every file fsync'd before it is intact;
+#  - a clone of an existing snapshot (`dioloop clone IMAGE@SNAP NAME`) is
+#    an rbd clone of that snapshot, protected for it: it holds the
+#    snapshot's files, is writable, and what is written to it reaches
+#    neither the origin nor the snapshot; deleting the snapshot is refused
+#    while the clone exists (as for cow), deleting the clone leaves the
+#    snapshot readable and deletable;
 #  - a clone IMAGE@NAME is writable and independent of its origin (an rbd
 #    clone of a protected snapshot); delete is refused while it is in use,
 #    then removes the clone image and its snapshot;
-#  - offline: snapshot, clone, convert of the snapshot (IMAGE@NAME) and
-#    delete of rbd://POOL/NS/IMAGE while no daemon serves it.
+#  - offline: snapshot, clone (of the image and of a snapshot), convert of
+#    the snapshot and of its clone (IMAGE@NAME) and delete of
+#    rbd://POOL/NS/IMAGE while no daemon serves it.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$IT_DIR/rbd-lib.sh"
 
@@ -80,6 +87,53 @@ mount_inner "$SNAPDEV" "$SNAPMNT" -o ro,noload
 check_files "$SNAPMNT" before
 umount_inner "$SNAPMNT"
 detach_loop "$SNAPDEV"
+
+it_log "---- a clone of the existing snapshot"
+expect_ok "dioloop clone $MNT/disk@frozen fromsnap" "$DIOLOOP_BIN" clone "$MNT/disk@frozen" fromsnap
+expect_eq "it prints the node's name" "disk@fromsnap" "$(cat "$IT_TMP/last.out")"
+expect_eq "the clone is an rbd image IMAGE@NAME" "disk disk@fromsnap" "$(rbd_images)"
+expect_eq "it is an rbd clone of the snapshot" "rbd/$RBD_NS/disk@fromsnap" \
+	"$(timeout 60 rbd children "rbd/$RBD_NS/disk@frozen" 2>&1)"
+expect_eq "ls of the mount lists the clone" "disk disk@fromsnap disk@frozen" "$(names "$MNT")"
+mode=$(stat -c %a "$MNT/disk@fromsnap")
+expect_eq "clone node disk@fromsnap is writable ($mode)" $((8#200)) $((8#$mode & 8#200))
+attach_loop "$MNT/disk@fromsnap"
+FROMDEV=$LOOP_DEV
+expect_ok "e2fsck -fn of the clone of the frozen snapshot is clean" e2fsck -fn "$FROMDEV"
+FROMMNT=$IT_TMP/fromsnap
+mount_inner "$FROMDEV" "$FROMMNT"
+check_files "$FROMMNT" before
+must "write the clone's own files over the snapshot's" make_files "$FROMMNT" fromsnap
+echo "only in the clone of the snapshot" >"$FROMMNT/fromsnap-only.txt"
+umount_inner "$FROMMNT"
+expect_ok "e2fsck -fn of the written clone is clean" e2fsck -fn "$FROMDEV"
+mount_inner "$FROMDEV" "$FROMMNT" -o ro,noload
+check_files "$FROMMNT" fromsnap
+umount_inner "$FROMMNT"
+expect_status "delete of the snapshot while a clone of it exists is refused" 1 \
+	"$DIOLOOP_BIN" snapshot --delete "$MNT/disk" frozen
+expect_match "... naming the clone" ".*another volume was made from it \(disk@fromsnap\).*" \
+	"$(cat "$IT_TMP/last.out")"
+expect_eq "the snapshot is still there" frozen "$(rbd_snaps disk)"
+attach_loop_ro "$MNT/disk@frozen"
+SNAPDEV=$LOOP_DEV
+mount_inner "$SNAPDEV" "$SNAPMNT" -o ro,noload
+check_files "$SNAPMNT" before
+expect_eq "a file written in the clone is not in the snapshot" no \
+	"$([[ -e $SNAPMNT/fromsnap-only.txt ]] && echo yes || echo no)"
+umount_inner "$SNAPMNT"
+detach_loop "$SNAPDEV"
+expect_eq "a file written in the clone is not in the origin" no \
+	"$([[ -e $INNER/fromsnap-only.txt ]] && echo yes || echo no)"
+expect_status "delete of the clone while it is in use" 1 \
+	"$DIOLOOP_BIN" snapshot --delete "$MNT/disk" fromsnap
+detach_loop "$FROMDEV"
+expect_ok "delete of the clone of the snapshot" "$DIOLOOP_BIN" snapshot --delete "$MNT/disk" fromsnap
+expect_eq "the clone image is gone" disk "$(rbd_images)"
+expect_eq "the snapshot stays, no longer protected" "frozen false" \
+	"$(timeout 60 rbd snap ls --format json --pool rbd --namespace "$RBD_NS" --image disk 2>&1 |
+		jq -r '.[] | "\(.name) \(.protected)"' 2>&1)"
+expect_eq "ls of the mount lists the snapshot again, no clone" "disk disk@frozen" "$(names "$MNT")"
 
 it_log "---- a snapshot and a clone while a writer fsyncs files"
 MANIFEST=$IT_TMP/fsynced.sha256
@@ -149,7 +203,17 @@ expect_ok "convert of the snapshot IMAGE@NAME to a raw file" \
 expect_ok "convert of the image to a raw file" "$DIOLOOP_BIN" convert "$RBD_URL/disk$OPTS" "$IT_TMP/head.raw"
 expect_same_bytes "the snapshot, taken with nothing writing, holds the image's bytes" \
 	"$IT_TMP/head.raw" "$IT_TMP/off.raw"
-rm -f "$IT_TMP/off.raw" "$IT_TMP/head.raw"
+expect_ok "dioloop clone $RBD_URL/disk@off offsnapc (a clone of the snapshot)" \
+	"$DIOLOOP_BIN" clone "$RBD_URL/disk$OPTS@off" offsnapc
+expect_eq "it prints the node's name" "disk@offsnapc" "$(cat "$IT_TMP/last.out")"
+expect_ok "convert of the snapshot's clone to a raw file" \
+	"$DIOLOOP_BIN" convert "$RBD_URL/disk$OPTS@offsnapc" "$IT_TMP/offsnapc.raw"
+expect_same_bytes "the snapshot's clone holds the snapshot's bytes" \
+	"$IT_TMP/off.raw" "$IT_TMP/offsnapc.raw"
+rm -f "$IT_TMP/off.raw" "$IT_TMP/head.raw" "$IT_TMP/offsnapc.raw"
+expect_status "delete of the snapshot offline while its clone exists is refused" 1 \
+	"$DIOLOOP_BIN" snapshot --delete "$RBD_URL/disk$OPTS" off
+expect_ok "delete the snapshot's clone offline" "$DIOLOOP_BIN" snapshot --delete "$RBD_URL/disk$OPTS" offsnapc
 expect_ok "delete the snapshot offline" "$DIOLOOP_BIN" snapshot --delete "$RBD_URL/disk$OPTS" off
 expect_ok "delete the clone offline" "$DIOLOOP_BIN" snapshot --delete "$RBD_URL/disk$OPTS" offc
 expect_eq "no snapshot is left" "" "$(rbd_snaps disk)"
