@@ -50,6 +50,13 @@
 #define DIOLOOP_CONTROL_THREADS 2u	/* the control pool, plus one per
 					 * long control job */
 
+/* -o transport=: how requests come from the kernel. */
+enum dioloop_transport {
+	DIOLOOP_TRANSPORT_DEV,		/* read and write /dev/fuse */
+	DIOLOOP_TRANSPORT_URING,	/* FUSE over io_uring (session_uring.h) */
+	DIOLOOP_TRANSPORT_AUTO,		/* uring when the kernel allows it */
+};
+
 struct dioloop_mount_opts {
 	bool readonly;		/* -o ro */
 	bool allow_other;	/* -o allow_other */
@@ -66,6 +73,7 @@ struct dioloop_mount_opts {
 	uint64_t total_bps;	/* -o total_bps: shared by the busy nodes */
 	GPtrArray *faults;	/* -o fault=: struct dioloop_mount_fault */
 	bool fault_all;		/* -o fault: the fault filter on every node */
+	enum dioloop_transport transport;	/* -o transport= */
 };
 
 /* A fault rule given at mount, for the node called node ("*": all). */

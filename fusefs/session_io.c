@@ -3,6 +3,7 @@
 #define FUSE_USE_VERSION 314
 
 #include "fusefs/session_io.h"
+#include "fusefs/session_uring.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -87,7 +88,7 @@ void dioloop_session_io_fixup(void *buf, size_t len)
 	copy_range_64_fixup(buf, len);
 }
 
-void dioloop_session_io_fixup_reply(struct iovec *iov, int count)
+bool dioloop_session_io_fixup_reply(struct iovec *iov, int count)
 {
 	struct fuse_out_header out;
 	struct fuse_init_out init;
@@ -96,10 +97,10 @@ void dioloop_session_io_fixup_reply(struct iovec *iov, int count)
 
 	if (!unique || count < 2 || iov[0].iov_len < sizeof(out) ||
 	    iov[1].iov_len < sizeof(init))
-		return;
+		return false;
 	memcpy(&out, iov[0].iov_base, sizeof(out));
 	if (out.unique != unique || out.error)
-		return;
+		return false;
 	atomic_store(&init_unique, 0);
 	memcpy(&init, iov[1].iov_base, sizeof(init));
 	/* Shared mmap of direct-I/O files (a block device maps shared):
@@ -110,6 +111,12 @@ void dioloop_session_io_fixup_reply(struct iovec *iov, int count)
 		init.flags2 |= (uint32_t)(DIOLOOP_FUSE_DIRECT_IO_ALLOW_MMAP >> 32);
 		memcpy(iov[1].iov_base, &init, sizeof(init));
 	}
+	/* FUSE over io_uring, when the mount asked for it (-o transport). */
+	if (init.flags & FUSE_INIT_EXT) {
+		init.flags2 |= dioloop_uring_init_flags2(offered);
+		memcpy(iov[1].iov_base, &init, sizeof(init));
+	}
+	return true;
 }
 
 /* libfuse's read of one request, then the fixup.  errno is read's. */
@@ -122,12 +129,22 @@ static ssize_t session_read(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
-/* libfuse's write of one reply, after the reply fixup. */
+/* libfuse's write of one reply, after the reply fixup; the reply to a
+ * request that came from an io_uring ring goes back through its entry. */
 static ssize_t session_writev(int fd, struct iovec *iov, int count,
 			      void *userdata)
 {
-	dioloop_session_io_fixup_reply(iov, count);
-	return writev(fd, iov, count);
+	bool init;
+	ssize_t n;
+
+	if (dioloop_uring_reply(iov, count, &n))
+		return n;
+	init = dioloop_session_io_fixup_reply(iov, count);
+	n = writev(fd, iov, count);
+	/* The rings are registered once the kernel took the INIT reply. */
+	if (init && n >= 0)
+		dioloop_uring_init_replied(iov, count);
+	return n;
 }
 
 int dioloop_session_io_install(struct fuse_session *se)

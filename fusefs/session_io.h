@@ -20,6 +20,7 @@
 #ifndef DIOLOOP_SESSION_IO_H
 #define DIOLOOP_SESSION_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/uio.h>
 
@@ -37,9 +38,9 @@ int dioloop_session_io_install(struct fuse_session *se);
 void dioloop_session_io_fixup(void *buf, size_t len);
 
 /* Extend the reply in iov (as libfuse is about to write it) where the
- * daemon says more than libfuse can: today the INIT reply's flags2.  Any
- * thread. */
-void dioloop_session_io_fixup_reply(struct iovec *iov, int count);
+ * daemon says more than libfuse can: today the INIT reply's flags2.  True
+ * when iov is the INIT reply.  Any thread. */
+bool dioloop_session_io_fixup_reply(struct iovec *iov, int count);
 
 /* fuse_reply_open with FOPEN_PARALLEL_DIRECT_WRITES added to a direct-I/O
  * open (protocol 7.36, which libfuse 3.14 cannot say): nodes, and the

@@ -9,6 +9,7 @@
 #include "backends/filter_fault.h"
 #include "fusefs/fs.h"
 #include "fusefs/migrate.h"
+#include "fusefs/session_uring.h"
 #include "fusefs/spec.h"
 
 #define MAX_LISTED_RULES 64
@@ -394,6 +395,25 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 }
 
 /* The snapshot of the mount (stats.h).  Worker thread. */
+/* How requests come from the kernel: "dev", or "uring" with its queues
+ * and the requests its rings carried. */
+static void add_transport(JsonBuilder *jb)
+{
+	struct dioloop_uring_stats st;
+
+	dioloop_uring_get_stats(&st);
+	json_builder_set_member_name(jb, "transport");
+	json_builder_begin_object(jb);
+	json_builder_set_member_name(jb, "name");
+	json_builder_add_string_value(jb, st.active ? "uring" : "dev");
+	if (st.enabled) {
+		add_uint(jb, "uring_queues", st.queues);
+		add_uint(jb, "uring_depth", st.depth);
+		add_uint(jb, "uring_requests", st.requests);
+	}
+	json_builder_end_object(jb);
+}
+
 char *dioloop_stats_json(struct dioloop_fs *fs, size_t *len)
 {
 	g_autoptr(JsonBuilder) jb = json_builder_new();
@@ -419,6 +439,7 @@ char *dioloop_stats_json(struct dioloop_fs *fs, size_t *len)
 	json_builder_set_member_name(jb, "uptime_s");
 	json_builder_add_double_value(jb, (double)(g_get_monotonic_time() -
 						   fs->started) / G_USEC_PER_SEC);
+	add_transport(jb);
 	json_builder_set_member_name(jb, "limits");
 	json_builder_begin_object(jb);
 	add_uint(jb, "total_bps", dioloop_throttle_group_total(&fs->throttle));

@@ -19,6 +19,7 @@
 #include "fusefs/mountinfo.h"
 #include "fusefs/remote.h"
 #include "fusefs/session_io.h"
+#include "fusefs/session_uring.h"
 
 #define DIOLOOP_DEFAULT_QUEUE_DEPTH 128
 #define DIOLOOP_DEFAULT_THREADS 8
@@ -143,6 +144,15 @@ static int run_mount(struct mount_state *ms, const char *source,
 		ret = DIOLOOP_EXIT_FAIL;
 		goto out_unmount;
 	}
+	if (ms->fs.opts.transport == DIOLOOP_TRANSPORT_URING) {
+		ret = dioloop_uring_enable(ms->fs.se, ms->fs.opts.queue_depth);
+		if (ret < 0) {
+			dioloop_err("mount: transport=uring: %s",
+				    g_strerror(-ret));
+			ret = DIOLOOP_EXIT_FAIL;
+			goto out_unmount;
+		}
+	}
 	ret = dioloop_io_start(&ms->fs);
 	if (ret < 0) {
 		ret = DIOLOOP_EXIT_FAIL;
@@ -173,6 +183,7 @@ static int run_mount(struct mount_state *ms, const char *source,
 	dioloop_migrations_stop(&ms->fs);
 	dioloop_io_stop(&ms->fs);
 	dioloop_fs_drain_all(&ms->fs);
+	dioloop_uring_stop();		/* every request is answered */
 	g_ptr_array_free(ms->loops, TRUE);
 	g_mutex_clear(&ms->lock);
 out_unmount:
@@ -182,6 +193,27 @@ out_session:
 out_fs:
 	dioloop_fs_destroy(&ms->fs);
 	return ret;
+}
+
+/* -o transport=uring or auto against what the kernel allows: auto
+ * becomes uring or dev; false after a one-line message when uring was
+ * asked for and cannot be. */
+static bool resolve_transport(struct dioloop_mount_opts *o)
+{
+	const char *why;
+
+	if (o->transport == DIOLOOP_TRANSPORT_DEV)
+		return true;
+	if (dioloop_uring_allowed(&why) == 0) {
+		o->transport = DIOLOOP_TRANSPORT_URING;
+		return true;
+	}
+	if (o->transport == DIOLOOP_TRANSPORT_AUTO) {
+		o->transport = DIOLOOP_TRANSPORT_DEV;
+		return true;
+	}
+	dioloop_err("mount: transport=uring: %s", why);
+	return false;
 }
 
 /* Free a mount_state whose fs was never initialised (or is destroyed,
@@ -305,6 +337,10 @@ int dioloop_cmd_mount(int argc, char **argv)
 			mount_state_free(ms);
 			return DIOLOOP_EXIT_USAGE;
 		}
+	if (!resolve_transport(&ms->fs.opts)) {
+		mount_state_free(ms);
+		return DIOLOOP_EXIT_FAIL;
+	}
 	if (loop && geteuid() != 0) {
 		dioloop_err("mount: --loop needs root (loop devices); mount "
 			    "without it and attach with losetup as root");

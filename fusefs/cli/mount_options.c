@@ -129,6 +129,19 @@ bool mount_parse_options(const char *list, struct dioloop_mount_opts *o)
 			o->cache = true;
 		else if (!strcmp(key, "sync") && !val)
 			o->sync = true;
+		else if (!strcmp(key, "transport") && val) {
+			if (!strcmp(val, "dev"))
+				o->transport = DIOLOOP_TRANSPORT_DEV;
+			else if (!strcmp(val, "uring"))
+				o->transport = DIOLOOP_TRANSPORT_URING;
+			else if (!strcmp(val, "auto"))
+				o->transport = DIOLOOP_TRANSPORT_AUTO;
+			else {
+				dioloop_err("mount: bad transport '%s': dev, "
+					    "uring or auto", val);
+				return false;
+			}
+		}
 		else if (!strcmp(key, "commit") && val) {
 			double s;
 

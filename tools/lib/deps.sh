@@ -5,7 +5,7 @@
 # Everything needed to build dioloop and run all of its tests, in one list.
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DIOLOOP_PACKAGES="build-essential cmake pkg-config libglib2.0-dev libaio-dev check
-libfuse3-dev fuse3 libnfs-dev nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils libisal-dev libxxhash-dev valgrind util-linux e2fsprogs
+libfuse3-dev fuse3 liburing-dev libnfs-dev nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils libisal-dev libxxhash-dev valgrind util-linux e2fsprogs
 xfsprogs btrfs-progs fio python3
 libjson-glib-dev jq groff-base man-db clang libclang-rt-14-dev
 ceph-mon ceph-osd ceph-common librbd-dev librados-dev prometheus"

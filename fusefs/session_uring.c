@@ -1,0 +1,514 @@
+/* SPDX-License-Identifier: MIT */
+/* FUSE over io_uring (session_uring.h). */
+#define FUSE_USE_VERSION 314
+
+#include "fusefs/session_uring.h"
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <glib.h>
+#include <linux/fuse.h>
+#include <liburing.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "fusefs/fuse_uring_abi.h"
+#include "fusefs/session_io.h"
+
+#define URING_PARAM "/sys/module/fuse/parameters/enable_uring"
+#define URING_PAGE 4096u
+/* The kernel's smallest payload buffer (FUSE_MIN_READ_BUFFER). */
+#define URING_MIN_PAYLOAD 8192u
+/* Room before the payload for the in-header and the op header, so that
+ * a request is contiguous without copying its payload. */
+#define URING_SLACK URING_PAGE
+/* Most entries per queue. */
+#define URING_MAX_DEPTH 256u
+
+_Static_assert(sizeof(struct fuse_in_header) +
+		       DIOLOOP_FUSE_URING_OP_IN_OUT_SZ <= URING_SLACK,
+	       "the slack holds the in-header and the op header");
+
+struct uring_queue;
+
+/* One ring entry: a request's buffers, from fetch to commit. */
+struct uring_ent {
+	struct uring_queue *q;
+	struct dioloop_fuse_uring_req_header *hdr;	/* page-aligned */
+	char *buf;			/* URING_SLACK + payload */
+	char *payload;			/* buf + URING_SLACK */
+	struct iovec iov[2];		/* REGISTER's: hdr, payload */
+	uint32_t cmd;			/* the command to send next */
+	uint64_t commit_id;		/* of the request being served */
+	uint64_t unique;		/* its FUSE unique (the key of by_unique) */
+	struct uring_ent *next;		/* on q->pending */
+	bool dead;			/* the kernel let go of it */
+};
+
+struct uring_queue {
+	unsigned qid;
+	struct io_uring ring;
+	bool ring_ready;
+	int efd;			/* other threads' wake-up */
+	uint64_t efd_val;		/* its read's buffer (and CQE tag) */
+	GThread *thread;
+	GMutex lock;			/* pending */
+	struct uring_ent *pending;	/* commands to submit */
+	struct uring_ent *ents;
+	unsigned live;			/* entries the kernel still holds */
+};
+
+/* One FUSE session per process (as session_io.c). */
+static struct {
+	struct fuse_session *se;
+	int fd;				/* /dev/fuse */
+	bool enabled;
+	unsigned depth;
+	size_t payload_sz;
+	unsigned nr_queues;
+	struct uring_queue *queues;
+	_Atomic bool active;
+	_Atomic bool stopping;
+	_Atomic uint64_t requests;
+	GMutex lock;			/* by_unique */
+	GHashTable *by_unique;		/* &ent->unique -> ent in service */
+} pool;
+
+static __thread struct uring_queue *current_queue;
+
+int dioloop_uring_allowed(const char **why)
+{
+	g_autofree char *text = NULL;
+
+	if (!g_file_get_contents(URING_PARAM, &text, NULL, NULL)) {
+		*why = "this kernel's fuse module has no io_uring support "
+		       "(no " URING_PARAM ")";
+		return -EOPNOTSUPP;
+	}
+	if (text[0] != 'Y' && text[0] != '1') {
+		*why = "the fuse module's io_uring support is off (" URING_PARAM
+		       " is N; set it to Y as root)";
+		return -EPERM;
+	}
+	*why = NULL;
+	return 0;
+}
+
+int dioloop_uring_enable(struct fuse_session *se, unsigned depth)
+{
+	int fd = fuse_session_fd(se);
+
+	if (fd < 0)
+		return -EBADF;
+	pool.se = se;
+	pool.fd = fd;
+	pool.depth = CLAMP(depth, 1u, URING_MAX_DEPTH);
+	pool.enabled = true;
+	g_mutex_init(&pool.lock);
+	pool.by_unique = g_hash_table_new(g_int64_hash, g_int64_equal);
+	return 0;
+}
+
+uint32_t dioloop_uring_init_flags2(uint64_t offered)
+{
+	if (!pool.enabled || !(offered & DIOLOOP_FUSE_OVER_IO_URING))
+		return 0;
+	return (uint32_t)(DIOLOOP_FUSE_OVER_IO_URING >> 32);
+}
+
+/* Prepare e's next command in a fresh SQE of q's ring (the ring's own
+ * thread only). */
+static void queue_prep(struct uring_queue *q, struct uring_ent *e)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+	struct dioloop_fuse_uring_cmd_req *req;
+
+	if (!sqe) {
+		/* Never more commands than entries: only when the ring is
+		 * full of unsubmitted ones. */
+		io_uring_submit(&q->ring);
+		sqe = io_uring_get_sqe(&q->ring);
+		if (!sqe) {
+			g_warning("uring queue %u: no free SQE", q->qid);
+			return;
+		}
+	}
+	memset(sqe, 0, 128);	/* IORING_SETUP_SQE128 */
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = pool.fd;
+	sqe->cmd_op = e->cmd;
+	req = (struct dioloop_fuse_uring_cmd_req *)sqe->cmd;
+	req->qid = (uint16_t)q->qid;
+	if (e->cmd == DIOLOOP_FUSE_IO_URING_CMD_REGISTER) {
+		sqe->addr = (uint64_t)(uintptr_t)e->iov;
+		sqe->len = 2;
+	} else {
+		req->commit_id = e->commit_id;
+	}
+	io_uring_sqe_set_data(sqe, e);
+}
+
+/* Read the eventfd through the ring: its completion wakes the thread. */
+static void queue_arm_wakeup(struct uring_queue *q)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+
+	if (!sqe)
+		return;
+	io_uring_prep_read(sqe, q->efd, &q->efd_val, sizeof(q->efd_val), 0);
+	io_uring_sqe_set_data(sqe, &q->efd_val);
+}
+
+/* Hand e's next command to its queue's thread (any thread). */
+static void queue_push(struct uring_queue *q, struct uring_ent *e)
+{
+	bool was_empty;
+
+	g_mutex_lock(&q->lock);
+	was_empty = !q->pending;
+	e->next = q->pending;
+	q->pending = e;
+	g_mutex_unlock(&q->lock);
+	if (was_empty && current_queue != q) {
+		uint64_t one = 1;
+
+		if (write(q->efd, &one, sizeof(one)) < 0)
+			g_warning("uring queue %u: wake-up: %s", q->qid,
+				  g_strerror(errno));
+	}
+}
+
+/* Submit what was handed over (the queue's thread). */
+static void queue_flush(struct uring_queue *q)
+{
+	struct uring_ent *e;
+
+	g_mutex_lock(&q->lock);
+	e = q->pending;
+	q->pending = NULL;
+	g_mutex_unlock(&q->lock);
+	for (; e; e = e->next)
+		queue_prep(q, e);
+}
+
+/* Answer the ring request in e with error, without libfuse. */
+static void ent_reply_error(struct uring_ent *e, uint64_t unique, int error)
+{
+	struct fuse_out_header out = {
+		.len = sizeof(out), .error = error, .unique = unique,
+	};
+
+	memcpy(e->hdr->in_out, &out, sizeof(out));
+	e->hdr->ring_ent_in_out.payload_sz = 0;
+	e->cmd = DIOLOOP_FUSE_IO_URING_CMD_COMMIT_AND_FETCH;
+	queue_push(e->q, e);
+}
+
+/*
+ * The request the kernel put in e: in-header, op header and payload made
+ * contiguous (the headers go into the slack before the payload), as
+ * /dev/fuse gives it, then libfuse's dispatch.  Its reply comes back in
+ * dioloop_uring_reply, from this thread or any other.
+ */
+static void ent_serve(struct uring_ent *e)
+{
+	struct dioloop_fuse_uring_req_header *h = e->hdr;
+	uint32_t payload_sz = h->ring_ent_in_out.payload_sz;
+	struct fuse_in_header in;
+	struct fuse_buf buf = { 0 };
+	size_t op_sz;
+	char *start;
+
+	memcpy(&in, h->in_out, sizeof(in));
+	e->commit_id = h->ring_ent_in_out.commit_id;
+	if (in.len < sizeof(in) + (size_t)payload_sz ||
+	    in.len - sizeof(in) - payload_sz > sizeof(h->op_in) ||
+	    payload_sz > pool.payload_sz) {
+		g_warning("uring queue %u: malformed request (opcode %u, "
+			  "len %u, payload %u)", e->q->qid, in.opcode, in.len,
+			  payload_sz);
+		ent_reply_error(e, in.unique, -EIO);
+		return;
+	}
+	op_sz = in.len - sizeof(in) - payload_sz;
+	start = e->payload - op_sz - sizeof(in);
+	memcpy(start, &in, sizeof(in));
+	memcpy(start + sizeof(in), h->op_in, op_sz);
+	dioloop_session_io_fixup(start, in.len);
+
+	e->unique = in.unique;
+	g_mutex_lock(&pool.lock);
+	g_hash_table_insert(pool.by_unique, &e->unique, e);
+	g_mutex_unlock(&pool.lock);
+	atomic_fetch_add_explicit(&pool.requests, 1, memory_order_relaxed);
+
+	buf.mem = start;
+	buf.size = in.len;
+	fuse_session_process_buf(pool.se, &buf);
+}
+
+bool dioloop_uring_reply(const struct iovec *iov, int count, ssize_t *ret)
+{
+	struct fuse_out_header out;
+	struct uring_ent *e;
+	size_t total = 0, len = 0, skip = sizeof(out);
+	int i;
+
+	if (!atomic_load(&pool.active) || count < 1 ||
+	    iov[0].iov_len < sizeof(out))
+		return false;
+	memcpy(&out, iov[0].iov_base, sizeof(out));
+	if (!out.unique)		/* a notification */
+		return false;
+	g_mutex_lock(&pool.lock);
+	e = atomic_load(&pool.active) ?
+		    g_hash_table_lookup(pool.by_unique, &out.unique) : NULL;
+	if (e)
+		g_hash_table_remove(pool.by_unique, &out.unique);
+	g_mutex_unlock(&pool.lock);
+	if (!e)
+		return false;
+
+	/* Everything after the out-header is the payload. */
+	for (i = 0; i < count; i++) {
+		size_t n = iov[i].iov_len, off = MIN(skip, n);
+
+		total += n;
+		skip -= off;
+		n -= off;
+		if (!n)
+			continue;
+		if (len + n > pool.payload_sz) {
+			out.error = -EIO;
+			len = 0;
+			break;
+		}
+		memcpy(e->payload + len, (const char *)iov[i].iov_base + off, n);
+		len += n;
+	}
+	if (out.error)
+		len = 0;
+	out.len = (uint32_t)(sizeof(out) + len);
+	memcpy(e->hdr->in_out, &out, sizeof(out));
+	e->hdr->ring_ent_in_out.payload_sz = (uint32_t)len;
+	e->cmd = DIOLOOP_FUSE_IO_URING_CMD_COMMIT_AND_FETCH;
+	queue_push(e->q, e);
+	*ret = (ssize_t)total;
+	return true;
+}
+
+/* One completion of q's ring (the queue's thread). */
+static void queue_complete(struct uring_queue *q, struct io_uring_cqe *cqe)
+{
+	void *data = io_uring_cqe_get_data(cqe);
+	struct uring_ent *e = data;
+
+	if (data == &q->efd_val) {
+		if (!atomic_load(&pool.stopping))
+			queue_arm_wakeup(q);
+		return;
+	}
+	if (!e)
+		return;
+	if (cqe->res == 0) {
+		ent_serve(e);
+		return;
+	}
+	if (cqe->res == -EINTR || cqe->res == -EAGAIN) {
+		queue_prep(q, e);	/* again, as it was */
+		return;
+	}
+	/* -ENOTCONN, -ECONNABORTED: the mount went away. */
+	if (cqe->res != -ENOTCONN && cqe->res != -ECONNABORTED &&
+	    !atomic_load(&pool.stopping))
+		g_warning("uring queue %u: %s failed: %s", q->qid,
+			  e->cmd == DIOLOOP_FUSE_IO_URING_CMD_REGISTER ?
+				  "register" : "commit",
+			  g_strerror(-cqe->res));
+	if (!e->dead) {
+		e->dead = true;
+		q->live--;
+	}
+}
+
+static gpointer queue_thread(gpointer data)
+{
+	struct uring_queue *q = data;
+	unsigned i;
+
+	current_queue = q;
+	queue_arm_wakeup(q);
+	for (i = 0; i < pool.depth; i++)
+		queue_prep(q, &q->ents[i]);
+	while (!atomic_load(&pool.stopping) && q->live) {
+		struct io_uring_cqe *cqe;
+		unsigned head, seen = 0;
+		int ret;
+
+		queue_flush(q);
+		ret = io_uring_submit_and_wait(&q->ring, 1);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN &&
+		    ret != -EBUSY) {
+			g_warning("uring queue %u: %s", q->qid,
+				  g_strerror(-ret));
+			break;
+		}
+		io_uring_for_each_cqe(&q->ring, head, cqe) {
+			queue_complete(q, cqe);
+			seen++;
+		}
+		io_uring_cq_advance(&q->ring, seen);
+	}
+	return NULL;
+}
+
+/* Buffers and ring of one queue.  0 or -errno. */
+static int queue_init(struct uring_queue *q, unsigned qid)
+{
+	struct io_uring_params params = { 0 };
+	unsigned i;
+	int ret;
+
+	q->qid = qid;
+	q->efd = -1;
+	g_mutex_init(&q->lock);
+	q->ents = g_new0(struct uring_ent, pool.depth);
+	for (i = 0; i < pool.depth; i++) {
+		struct uring_ent *e = &q->ents[i];
+
+		e->q = q;
+		e->hdr = aligned_alloc(URING_PAGE, URING_PAGE);
+		e->buf = aligned_alloc(URING_PAGE,
+				       URING_SLACK + pool.payload_sz);
+		if (!e->hdr || !e->buf)
+			return -ENOMEM;
+		memset(e->hdr, 0, URING_PAGE);
+		e->payload = e->buf + URING_SLACK;
+		e->iov[0].iov_base = e->hdr;
+		e->iov[0].iov_len = sizeof(*e->hdr);
+		e->iov[1].iov_base = e->payload;
+		e->iov[1].iov_len = pool.payload_sz;
+		e->cmd = DIOLOOP_FUSE_IO_URING_CMD_REGISTER;
+	}
+	q->live = pool.depth;
+	q->efd = eventfd(0, EFD_CLOEXEC);
+	if (q->efd < 0)
+		return -errno;
+	/* Every entry's command and the wake-up read; completions for all
+	 * of them, twice over. */
+	params.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
+	params.cq_entries = 2 * (pool.depth + 1);
+	ret = io_uring_queue_init_params(pool.depth + 1, &q->ring, &params);
+	if (ret < 0)
+		return ret;
+	q->ring_ready = true;
+	return 0;
+}
+
+static void queue_free(struct uring_queue *q)
+{
+	unsigned i;
+
+	if (q->ring_ready)
+		io_uring_queue_exit(&q->ring);
+	if (q->efd >= 0)
+		close(q->efd);
+	for (i = 0; q->ents && i < pool.depth; i++) {
+		free(q->ents[i].hdr);
+		free(q->ents[i].buf);
+	}
+	g_free(q->ents);
+	g_mutex_clear(&q->lock);
+}
+
+void dioloop_uring_init_replied(const struct iovec *iov, int count)
+{
+	struct fuse_init_out init;
+	size_t max_pages_sz;
+	long cpus;
+	unsigned i;
+	int ret = 0;
+
+	if (!pool.enabled || pool.queues || count < 2 ||
+	    iov[1].iov_len < sizeof(init))
+		return;
+	memcpy(&init, iov[1].iov_base, sizeof(init));
+	if (!(init.flags & FUSE_INIT_EXT) ||
+	    !(init.flags2 & (uint32_t)(DIOLOOP_FUSE_OVER_IO_URING >> 32))) {
+		g_warning("transport: the kernel did not offer io_uring at "
+			  "INIT; serving through /dev/fuse");
+		return;
+	}
+	/* The kernel wants room for its largest request or reply: the
+	 * larger of max_write and max_pages pages. */
+	max_pages_sz = (size_t)MAX(init.max_pages, 32u) * URING_PAGE;
+	pool.payload_sz = MAX(MAX((size_t)URING_MIN_PAYLOAD,
+				  (size_t)init.max_write), max_pages_sz);
+	pool.payload_sz = (pool.payload_sz + URING_PAGE - 1) &
+			  ~(size_t)(URING_PAGE - 1);
+	/* One queue per possible CPU: the kernel's qid is the CPU a
+	 * request is sent from. */
+	cpus = sysconf(_SC_NPROCESSORS_CONF);
+	pool.nr_queues = cpus > 0 ? (unsigned)cpus : 1;
+	pool.queues = g_new0(struct uring_queue, pool.nr_queues);
+	for (i = 0; i < pool.nr_queues && ret == 0; i++)
+		ret = queue_init(&pool.queues[i], i);
+	if (ret < 0) {
+		g_warning("transport: cannot set up the io_uring queues: %s; "
+			  "serving through /dev/fuse", g_strerror(-ret));
+		for (i = 0; i < pool.nr_queues; i++)
+			queue_free(&pool.queues[i]);
+		g_clear_pointer(&pool.queues, g_free);
+		return;
+	}
+	atomic_store(&pool.active, true);
+	for (i = 0; i < pool.nr_queues; i++) {
+		char name[16];
+
+		g_snprintf(name, sizeof(name), "dioloop-ring%u", i);
+		pool.queues[i].thread = g_thread_new(name, queue_thread,
+						     &pool.queues[i]);
+	}
+	g_message("transport: uring (%u queues of %u entries, %zu KiB "
+		  "payload buffers)", pool.nr_queues, pool.depth,
+		  pool.payload_sz / 1024);
+}
+
+void dioloop_uring_stop(void)
+{
+	unsigned i;
+
+	if (!pool.queues)
+		return;
+	atomic_store(&pool.stopping, true);
+	g_mutex_lock(&pool.lock);
+	atomic_store(&pool.active, false);
+	g_mutex_unlock(&pool.lock);
+	for (i = 0; i < pool.nr_queues; i++) {
+		uint64_t one = 1;
+
+		if (write(pool.queues[i].efd, &one, sizeof(one)) < 0)
+			g_warning("uring queue %u: wake-up: %s", i,
+				  g_strerror(errno));
+	}
+	for (i = 0; i < pool.nr_queues; i++) {
+		if (pool.queues[i].thread)
+			g_thread_join(pool.queues[i].thread);
+		queue_free(&pool.queues[i]);
+	}
+	g_clear_pointer(&pool.queues, g_free);
+	g_clear_pointer(&pool.by_unique, g_hash_table_destroy);
+}
+
+void dioloop_uring_get_stats(struct dioloop_uring_stats *st)
+{
+	st->enabled = pool.enabled;
+	st->active = atomic_load(&pool.active);
+	st->queues = st->active ? pool.nr_queues : 0;
+	st->depth = pool.depth;
+	st->requests = atomic_load_explicit(&pool.requests,
+					    memory_order_relaxed);
+}
