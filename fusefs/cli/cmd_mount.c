@@ -295,7 +295,8 @@ int dioloop_cmd_mount(int argc, char **argv)
 		  "mount options: ro, allow_other, nonempty, growable, cache, sync, "
 		  "commit=SECONDS, threads=N, queue_depth=N, max_write=BYTES, limits (iops=N, "
 		  "read_iops=N, write_iops=N, bps=N, read_bps=N, write_bps=N, "
-		  "burst_ms=N, total_bps=N), fault and fault=NODE:RULE", "OPTS" },
+		  "burst_ms=N, total_bps=N), fault and fault=NODE:RULE, "
+		  "transport=dev|uring|auto", "OPTS" },
 		{ "loop", 0, 0, G_OPTION_ARG_NONE, &loop,
 		  "attach a loop device with direct I/O to every node and "
 		  "print 'NAME /dev/loopN' for each", NULL },
