@@ -81,7 +81,9 @@ static __thread struct uring_queue *current_queue;
 
 int dioloop_uring_allowed(const char **why)
 {
+	struct io_uring_params params = { .flags = IORING_SETUP_SQE128 };
 	g_autofree char *text = NULL;
+	struct io_uring probe;
 
 	if (!g_file_get_contents(URING_PARAM, &text, NULL, NULL)) {
 		*why = "this kernel's fuse module has no io_uring support "
@@ -93,6 +95,14 @@ int dioloop_uring_allowed(const char **why)
 		       " is N; set it to Y as root)";
 		return -EPERM;
 	}
+	/* io_uring itself may be off (kernel.io_uring_disabled, a seccomp
+	 * filter) or too old for 128-byte SQEs. */
+	if (io_uring_queue_init_params(1, &probe, &params) < 0) {
+		*why = "this process cannot set up an io_uring with 128-byte "
+		       "SQEs (kernel.io_uring_disabled, or a seccomp filter?)";
+		return -EPERM;
+	}
+	io_uring_queue_exit(&probe);
 	*why = NULL;
 	return 0;
 }

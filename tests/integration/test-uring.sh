@@ -13,6 +13,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 it_begin "FUSE over io_uring (-o transport=uring)" fio jq mkfs.ext4 e2fsck
 
+mkdir -p "$IT_TMP/bad-src" "$IT_TMP/bad-mnt"
+expect_status "transport=bogus is a usage error" 2 \
+	"$DIOLOOP_BIN" mount -o transport=bogus "$IT_TMP/bad-src" "$IT_TMP/bad-mnt"
+expect_eq "transport=bogus: one line, naming the choices" \
+	"dioloop: mount: bad transport 'bogus': dev, uring or auto" \
+	"$(cat "$IT_TMP/last.out")"
+
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
 [[ -e $URING_PARAM ]] || it_skip "this kernel's fuse has no io_uring support (no $URING_PARAM)"
 URING_OLD=$(cat "$URING_PARAM") || it_die "cannot read $URING_PARAM"
