@@ -40,20 +40,22 @@ int dioloop_uring_allowed(const char **why);
 int dioloop_uring_enable(struct fuse_session *se, unsigned depth);
 
 /* session_io.c: the flags2 bits to add to the INIT reply, given what the
- * kernel offered (flags | flags2 << 32). */
+ * kernel offered (flags | flags2 << 32).  The FUSE worker serving INIT. */
 uint32_t dioloop_uring_init_flags2(uint64_t offered);
 
 /* session_io.c: the INIT reply in iov was written: start the queues if
- * it said FUSE_OVER_IO_URING. */
+ * it said FUSE_OVER_IO_URING (else, or when they cannot be set up, log
+ * why and leave every request on /dev/fuse).  The FUSE worker serving
+ * INIT, once. */
 void dioloop_uring_init_replied(const struct iovec *iov, int count);
 
 /* session_io.c: send the reply in iov through the ring entry of its
  * request.  False when the request did not come from a ring (write it to
- * /dev/fuse); true with *ret the bytes taken. */
+ * /dev/fuse); true with *ret the bytes taken.  Any thread that replies. */
 bool dioloop_uring_reply(const struct iovec *iov, int count, ssize_t *ret);
 
 /* Stop the queues and free them.  After the session's loop returned and
- * every request was answered. */
+ * every request was answered; the thread that ran the loop. */
 void dioloop_uring_stop(void);
 
 struct dioloop_uring_stats {
@@ -64,6 +66,7 @@ struct dioloop_uring_stats {
 	uint64_t requests;	/* requests served from a ring */
 };
 
+/* A snapshot of the counters.  Any thread. */
 void dioloop_uring_get_stats(struct dioloop_uring_stats *st);
 
 #endif
