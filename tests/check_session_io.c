@@ -168,6 +168,18 @@ START_TEST(test_session_io_init_reply_only_what_is_offered)
 }
 END_TEST
 
+#define OVER_IO_URING_FLAGS2 (1u << 9)	/* FUSE_OVER_IO_URING >> 32 */
+
+START_TEST(test_session_io_init_reply_no_uring_unless_asked)
+{
+	/* The kernel offers io_uring; the mount did not ask for it
+	 * (transport=dev, the default): the reply must not take it. */
+	see_init(300, ALLOW_MMAP_FLAGS2 | OVER_IO_URING_FLAGS2);
+	ck_assert_uint_eq(reply_flags2(300, 0, FUSE_INIT_EXT),
+			  1 | ALLOW_MMAP_FLAGS2);
+}
+END_TEST
+
 static Suite *session_io_suite(void)
 {
 	Suite *s = suite_create("session_io");
@@ -181,6 +193,7 @@ static Suite *session_io_suite(void)
 	tc = tcase_create("init");
 	tcase_add_test(tc, test_session_io_init_reply_allows_mmap);
 	tcase_add_test(tc, test_session_io_init_reply_only_what_is_offered);
+	tcase_add_test(tc, test_session_io_init_reply_no_uring_unless_asked);
 	suite_add_tcase(s, tc);
 	return s;
 }
