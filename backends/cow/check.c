@@ -5,7 +5,9 @@
  * every reference (a shared page or block is counted once per parent and
  * walked or read once), then compares the counts with the refcount
  * tree's.  Several volumes may share block-map pages (snapshots and
- * clones) and data blocks (clone_range): counts are references.
+ * clones) and data blocks (clone_range): counts are references.  A
+ * container on a URL (nfs://, rbd://) is read through its store
+ * (store.c), as the backend reads it; a local file with pread.
  */
 #include "backends/cow/check.h"
 
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "backends/cow/cow.h"
+#include "backends/cow/cow_int.h"
 #include "backends/cow/format.h"
 
 #define MAX_REPORTS 100
@@ -27,7 +30,8 @@
 enum block_kind { KIND_NONE, KIND_RESERVED, KIND_PAGE, KIND_DATA };
 
 struct checker {
-	int fd;
+	int fd;				/* a local file, else -1 */
+	struct backend *store;		/* a URL's store, else NULL */
 	struct cow_sb sb;
 	uint64_t file_size;
 	uint32_t *refs;			/* references found, per pbn */
@@ -85,14 +89,22 @@ static bool ref_block(struct checker *c, uint64_t pbn, enum block_kind kind,
 static int read_block(struct checker *c, uint64_t pbn, uint8_t *buf,
 		      const char *what)
 {
-	ssize_t n = pread(c->fd, buf, COW_BLOCK_SIZE,
-			  (off_t)(pbn << COW_BLOCK_SHIFT));
+	ssize_t n;
 
+	if (c->store) {
+		n = cow_store_rw(c->store, false, buf, COW_BLOCK_SIZE,
+				 pbn << COW_BLOCK_SHIFT);
+	} else {
+		n = pread(c->fd, buf, COW_BLOCK_SIZE,
+			  (off_t)(pbn << COW_BLOCK_SHIFT));
+		if (n < 0)
+			n = -errno;
+	}
 	if (n == (ssize_t)COW_BLOCK_SIZE)
 		return 0;
 	if (n < 0)
 		problem(c, "%s at block %llu: read error: %s", what,
-			(unsigned long long)pbn, g_strerror(errno));
+			(unsigned long long)pbn, g_strerror((int)-n));
 	else
 		problem(c, "%s at block %llu: past the end of the file",
 			what, (unsigned long long)pbn);
@@ -407,30 +419,63 @@ static void check_volumes(struct checker *c)
 			(unsigned long long)c->sb.default_volume);
 }
 
+/* Open the container at path for reading: a local file (c->fd) or a
+ * URL's store (c->store).  0, or -errno with the reason in err. */
+static int open_container(struct checker *c, const char *path,
+			  struct cow_err *err)
+{
+	g_autoptr(GError) error = NULL;
+	struct backend_open_args args = { .path = path, .error = &error };
+	int ret;
+
+	if (!backend_is_url(path)) {
+		c->fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (c->fd >= 0)
+			return 0;
+		snprintf(err->msg, sizeof(err->msg), "open: %s",
+			 g_strerror(errno));
+		return -errno;
+	}
+	ret = cow_store_open(&args, true, &c->store);
+	if (ret < 0)
+		snprintf(err->msg, sizeof(err->msg), "open: %s",
+			 error ? error->message : g_strerror(-ret));
+	return ret;
+}
+
+/* The size of the container in bytes, or -1 when it cannot tell. */
+static int64_t container_size(const struct checker *c)
+{
+	struct stat st;
+
+	if (c->store)
+		return backend_get_size(c->store);
+	return fstat(c->fd, &st) == 0 ? (int64_t)st.st_size : -1;
+}
+
 int cow_check(const char *path, unsigned int flags,
 	      struct cow_check_result *res, cow_check_report_t report,
 	      void *opaque)
 {
-	struct checker c = { .res = res, .report = report, .opaque = opaque,
-			     .flags = flags };
+	struct checker c = { .fd = -1, .res = res, .report = report,
+			     .opaque = opaque, .flags = flags };
 	struct cow_err err = { "" }, fallback;
 	struct walk w;
-	struct stat st;
+	int64_t size;
 	uint32_t slot;
 	int ret;
 
 	memset(res, 0, sizeof(*res));
-	c.fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (c.fd < 0) {
-		ret = -errno;
-		if (report) {
-			snprintf(err.msg, sizeof(err.msg), "open: %s",
-				 g_strerror(errno));
+	ret = open_container(&c, path, &err);
+	if (ret < 0) {
+		if (report)
 			report(opaque, err.msg);
-		}
 		return ret;
 	}
-	ret = cow_sb_read(c.fd, &c.sb, &slot, &fallback, &err);
+	if (c.store)
+		ret = cow_store_read_sb(c.store, &c.sb, &slot, &fallback, &err);
+	else
+		ret = cow_sb_read(c.fd, &c.sb, &slot, &fallback, &err);
 	if (ret < 0) {
 		if (report)
 			report(opaque, err.msg);
@@ -442,11 +487,10 @@ int cow_check(const char *path, unsigned int flags,
 		problem(&c, "%s", err.msg);
 	res->generation = c.sb.generation;
 	res->nr_blocks = c.sb.nr_blocks;
-	if (fstat(c.fd, &st) == 0 &&
-	    (uint64_t)st.st_size < c.sb.nr_blocks << COW_BLOCK_SHIFT) {
+	size = container_size(&c);
+	if (size >= 0 && (uint64_t)size < c.sb.nr_blocks << COW_BLOCK_SHIFT) {
 		problem(&c, "truncated image: %llu blocks in use, the file has %lld bytes",
-			(unsigned long long)c.sb.nr_blocks,
-			(long long)st.st_size);
+			(unsigned long long)c.sb.nr_blocks, (long long)size);
 		/* Counting needs memory for every block the superblock
 		 * claims, which the file does not back: stop here. */
 		ret = 0;
@@ -486,6 +530,9 @@ out:
 	g_free(c.counts);
 	g_free(c.kind);
 	g_free(c.data);
-	close(c.fd);
+	if (c.store)
+		backend_close(c.store);
+	if (c.fd >= 0)
+		close(c.fd);
 	return ret;
 }

@@ -47,8 +47,9 @@ static int drbd_lock(struct drbd *d, GError **error)
 		return 0;
 	if (r == -EOPNOTSUPP || r == -EINVAL)
 		return backend_set_error(error, -EOPNOTSUPP,
-					 "%s: the image has no exclusive-lock feature (rbd feature enable %s/%s exclusive-lock): two writers could not be told apart",
-					 d->url.url, d->url.pool, d->url.image);
+					 "%s: the image has no exclusive-lock feature (rbd feature enable %s/%s%s%s exclusive-lock): two writers could not be told apart",
+					 d->url.url, d->url.pool, d->url.ns,
+					 d->url.ns[0] ? "/" : "", d->url.image);
 	o = rbd_lock_get_owners(d->image, &mode, owners, &n);
 	if (o == 0 && n > 0) {
 		GString *s = g_string_new(NULL);

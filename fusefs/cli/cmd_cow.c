@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dioloop check / scrub / snapshot / clone: the cow image tools.  Each
- * works offline on an image file (opened here, under the image lock the
- * daemon takes, so never behind a daemon's back) or, for an image that a
+ * works offline on an image file or URL (opened here, under the image
+ * lock the daemon takes, or an rbd image's exclusive lock, so never
+ * behind a daemon's back) or, for an image that a
  * running mount serves (or one of its nodes), online through the mount's
  * ctl (control_client.h).  A command-line process: the main thread, plus one
  * thread that waits for an online scrub.
@@ -46,24 +47,88 @@ static bool resolve(const char *cmd, const char *arg,
 	return true;
 }
 
+/* What lock_image holds: a local image's lock, or the open store of an
+ * image at a URL. */
+struct image_lock {
+	int fd;				/* -1: none */
+	struct backend *store;		/* NULL: none */
+};
+
+/*
+ * An image at a URL, checked or scrubbed: the URL's store opened for
+ * writing, as the daemon serving the image opens it, and held until the
+ * command ends.  A store with a writers' lock takes it there (rbd: the
+ * image's exclusive lock, which a daemon serving the image holds); one
+ * without (nfs) only shows the image is there.  Nothing is written
+ * through it.  A store that cannot be opened for writing here (no
+ * permission; rbd: no exclusive-lock feature) cannot be served for
+ * writing by a daemon either: the read goes on without it.  0 with
+ * *store (NULL then), or -errno after a message.
+ */
+static int lock_url(const char *cmd, const char *url, struct backend **store)
+{
+	g_autoptr(GError) error = NULL;
+	const struct backend_ops *ops = backend_for_url(url, &error);
+	struct backend_open_args args = {
+		.path = url,
+		.flags = BACKEND_OPEN_STORE,
+		.error = &error,
+	};
+	int ret;
+
+	*store = NULL;
+	if (!ops) {
+		dioloop_err("%s: %s", cmd, error->message);
+		return -EPROTONOSUPPORT;
+	}
+	ret = backend_open(ops->name, &args, store);
+	if (ret == -EACCES || ret == -EROFS || ret == -EPERM ||
+	    ret == -EOPNOTSUPP) {
+		*store = NULL;
+		return 0;
+	}
+	if (ret < 0) {
+		*store = NULL;
+		if (error)
+			dioloop_err("%s: %s", cmd, error->message);
+		else
+			dioloop_err("%s: %s: %s", cmd, url, g_strerror(-ret));
+	}
+	return ret;
+}
+
 /*
  * Take the image lock of ref's image (a write lock unless readonly), as
- * the daemon does for every image it serves: 0 with *lock_fd (close it
- * to let go), or -errno after a message (-EBUSY: a daemon or another
- * process holds a conflicting lock).
+ * the daemon does for every image it serves: 0 with *lock (unlock_image
+ * lets go), or -errno after a message (-EBUSY: a daemon or another
+ * process holds a conflicting lock).  An image at a URL: readonly, its
+ * store's lock (lock_url); else nothing, as the open for writing that
+ * follows takes the store's lock itself.
  */
 static int lock_image(const char *cmd, const struct dioloop_image_ref *ref,
-		      bool readonly, int *lock_fd)
+		      bool readonly, struct image_lock *lock)
 {
 	g_autofree char *holder = NULL;
 	int ret;
 
-	ret = dioloop_image_ref_lock(cmd, ref, readonly, lock_fd, &holder);
+	*lock = (struct image_lock){ .fd = -1 };
+	if (ref->image && backend_is_url(ref->image))
+		return readonly ? lock_url(cmd, ref->image, &lock->store) : 0;
+	ret = dioloop_image_ref_lock(cmd, ref, readonly, &lock->fd, &holder);
 	if (ret == -EBUSY)
 		dioloop_err("%s: %s is in use by %s", cmd, ref->image, holder);
 	else if (ret == -ENOENT)
 		dioloop_err("%s: %s: %s", cmd, ref->image, g_strerror(-ret));
 	return ret;
+}
+
+static void unlock_image(struct image_lock *lock)
+{
+	if (lock->fd >= 0)
+		close(lock->fd);
+	if (lock->store)
+		backend_close(lock->store);
+	*lock = (struct image_lock){ .fd = -1 };
 }
 
 /* Whether the backend called type has volumes, snapshots, scrub and
@@ -75,8 +140,33 @@ static bool has_volumes(const char *type)
 	return ops && ops->volumes;
 }
 
-/* The backend that would open ref's image ("cow", "raw"), or NULL after
- * a message when the image cannot be read. */
+/* Whether the image at url can be opened (read-only): true, or false
+ * after a message with the store's reason. */
+static bool url_image_exists(const char *cmd, const char *url)
+{
+	g_autoptr(GError) error = NULL;
+	const struct backend_ops *ops = backend_for_url(url, &error);
+	struct backend_open_args args = {
+		.path = url,
+		.flags = BACKEND_OPEN_STORE | BACKEND_OPEN_RDONLY,
+		.error = &error,
+	};
+	struct backend *b;
+	int ret = ops ? backend_open(ops->name, &args, &b) : -EPROTONOSUPPORT;
+
+	if (ret == 0) {
+		backend_close(b);
+		return true;
+	}
+	if (error)
+		dioloop_err("%s: %s", cmd, error->message);
+	else
+		dioloop_err("%s: %s: %s", cmd, url, g_strerror(-ret));
+	return false;
+}
+
+/* The backend that would open ref's image ("cow", "raw", "rbd"), or
+ * NULL after a message when the image cannot be read. */
 static const char *probe_image(const char *cmd,
 			       const struct dioloop_image_ref *ref)
 {
@@ -100,6 +190,27 @@ static const char *probe_image(const char *cmd,
 		}
 	}
 	return backend_probe(ref->image);
+}
+
+/*
+ * The format check and scrub see in ref's image ("cow", "raw"), or NULL
+ * after a message when the image cannot be read.  An image at a URL
+ * that holds no format of its own is the protocol's raw image (as info
+ * says: raw on rbd), with nothing of dioloop's to check.
+ */
+static const char *probe_format(const char *cmd,
+				const struct dioloop_image_ref *ref)
+{
+	const char *type = probe_image(cmd, ref);
+	const struct backend_ops *proto;
+
+	if (!type || !backend_is_url(ref->image))
+		return type;
+	proto = backend_for_url(ref->image, NULL);
+	if (!proto || strcmp(type, proto->name))
+		return type;
+	/* The probe is silent: a raw image, or none at all. */
+	return url_image_exists(cmd, ref->image) ? "raw" : NULL;
 }
 
 /* Send "WORD NODE [ARG]" to ref's mount; 0 with the reply, or -errno
@@ -148,8 +259,9 @@ int dioloop_cmd_check(int argc, char **argv)
 	struct dioloop_image_ref ref;
 	struct backend_check_result res;
 	g_autoptr(GError) error = NULL;
+	struct image_lock lock = { .fd = -1 };
 	const char *type;
-	int lock_fd = -1, ret, status = DIOLOOP_EXIT_USAGE;
+	int ret, status = DIOLOOP_EXIT_USAGE;
 	guint i;
 
 	if (!dioloop_parse_args("check", "PATH",
@@ -168,7 +280,7 @@ int dioloop_cmd_check(int argc, char **argv)
 	dioloop_cli_logs("check");
 	if (!resolve("check", argv[1], &ref))
 		return DIOLOOP_EXIT_USAGE;
-	type = probe_image("check", &ref);
+	type = probe_format("check", &ref);
 	if (!type)
 		goto out;
 	if (!has_volumes(type)) {
@@ -182,7 +294,7 @@ int dioloop_cmd_check(int argc, char **argv)
 			    ref.mountpoint);
 		goto out;
 	}
-	if (lock_image("check", &ref, true, &lock_fd) < 0)
+	if (lock_image("check", &ref, true, &lock) < 0)
 		goto out;
 	ret = backend_volume_check(backend_lookup(type), ref.image, 0, &res,
 				   check_report, lines, &error);
@@ -208,8 +320,7 @@ int dioloop_cmd_check(int argc, char **argv)
 		printf("clean\n");
 	status = res.errors ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
 out:
-	if (lock_fd >= 0)
-		close(lock_fd);
+	unlock_image(&lock);
 	dioloop_image_ref_clear(&ref);
 	return status;
 }
@@ -258,11 +369,12 @@ static int scrub_offline(const char *arg, struct dioloop_image_ref *ref,
 	struct backend_scrub_progress res = { 0 };
 	g_autoptr(GError) error = NULL;
 	g_autoptr(GError) open_error = NULL;
-	int lock_fd, ret, status = DIOLOOP_EXIT_USAGE;
+	struct image_lock lock;
+	int ret, status = DIOLOOP_EXIT_USAGE;
 	const char *type;
 	struct backend *b;
 
-	if (lock_image("scrub", ref, true, &lock_fd) < 0)
+	if (lock_image("scrub", ref, true, &lock) < 0)
 		goto out;
 	/* The whole container, whatever volume was named. */
 	ret = dioloop_image_ref_open(&whole, BACKEND_OPEN_RDONLY, &b, &type,
@@ -287,8 +399,7 @@ static int scrub_offline(const char *arg, struct dioloop_image_ref *ref,
 	       arg, res.done, res.bad);
 	status = res.bad || s.nr_bad ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
 out:
-	if (lock_fd >= 0)
-		close(lock_fd);
+	unlock_image(&lock);
 	g_string_free(s.bad, TRUE);
 	return status;
 }
@@ -423,7 +534,7 @@ int dioloop_cmd_scrub(int argc, char **argv)
 		status = scrub_online(argv[1], &ref, progress);
 		goto out;
 	}
-	type = probe_image("scrub", &ref);
+	type = probe_format("scrub", &ref);
 	if (!type)
 		goto out;
 	if (!has_volumes(type)) {
@@ -480,7 +591,8 @@ static int volume_offline(const char *cmd, struct dioloop_image_ref *ref,
 {
 	g_autoptr(GError) open_error = NULL, error = NULL;
 	g_autofree char *base = NULL;
-	int lock_fd = -1, ret, status = DIOLOOP_EXIT_FAIL;
+	struct image_lock lock = { .fd = -1 };
+	int ret, status = DIOLOOP_EXIT_FAIL;
 	const char *type = probe_image(cmd, ref);
 	struct backend *b;
 
@@ -492,7 +604,7 @@ static int volume_offline(const char *cmd, struct dioloop_image_ref *ref,
 			    ref->image, type);
 		return DIOLOOP_EXIT_FAIL;
 	}
-	if (lock_image(cmd, ref, false, &lock_fd) < 0)
+	if (lock_image(cmd, ref, false, &lock) < 0)
 		return DIOLOOP_EXIT_FAIL;
 	ret = dioloop_image_ref_open(ref, BACKEND_OPEN_CONTAINER_RW, &b, &type,
 				     &open_error);
@@ -517,8 +629,7 @@ static int volume_offline(const char *cmd, struct dioloop_image_ref *ref,
 	printf(del ? "deleted %s@%s\n" : "%s@%s\n", base, name);
 	status = DIOLOOP_EXIT_OK;
 out:
-	if (lock_fd >= 0)
-		close(lock_fd);
+	unlock_image(&lock);
 	return status;
 }
 

@@ -248,6 +248,8 @@ static int image_details_get(struct backend *b, const char *path,
 		return backend_set_error(error, ret, "%s: %s", path,
 					 g_strerror(-ret));
 	d->base = g_path_get_basename(path);
+	if (backend_is_url(path))
+		d->base[strcspn(d->base, "?")] = '\0';	/* the URL's options */
 	d->volumes = g_array_new(FALSE, TRUE, sizeof(struct backend_volume_info));
 	ret = backend_volume_list(b, d->volumes, error);
 	return ret < 0 ? ret : 1;

@@ -377,7 +377,9 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 		} else {
 			ref->image = g_strdup(arg);
 		}
+		/* The node name: the image's, without the URL's options. */
 		ref->node = g_path_get_basename(arg);
+		ref->node[strcspn(ref->node, "?")] = '\0';
 		return 0;
 	}
 	real = absolute_path(arg);

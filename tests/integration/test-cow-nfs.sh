@@ -18,7 +18,10 @@
 #    the cow library) and still has both volumes;
 #  - `dioloop create --format cow nfs://...` makes the file on the server
 #    and writes the cow format into it (`info` says cow on nfs, the file
-#    checks clean); an existing file is refused with exit status 1.
+#    checks clean); an existing file is refused with exit status 1;
+#  - `dioloop check` and `dioloop scrub` of a cow image by its nfs:// URL
+#    read it through the nfs store: clean; `info` of the URL with options
+#    names the node without them.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$IT_DIR/cowlib.sh"
 source "$IT_DIR/nfs-lib.sh"
@@ -47,6 +50,12 @@ expect_ok "dioloop create --format cow --size 32M $DIR_URL/made.cow" \
 expect_match "info through nfs:// says cow on nfs" '.*format: +cow on nfs .*' \
 	"$("$DIOLOOP_BIN" info "$DIR_URL/made.cow$OPTS" 2>&1 | tr '\n' ' ')"
 expect_ok "the file made on the server checks clean" "$DIOLOOP_BIN" check "$IMAGES/made.cow"
+expect_ok "dioloop check of the nfs:// URL" "$DIOLOOP_BIN" check "$DIR_URL/made.cow$OPTS"
+expect_match "... clean" "$DIR_URL/made.cow\\?.*: generation .*: clean" "$(cat "$IT_TMP/last.out")"
+expect_ok "dioloop scrub of the nfs:// URL" "$DIOLOOP_BIN" scrub "$DIR_URL/made.cow$OPTS"
+expect_match "... clean" ".*scrubbed [0-9]+ blocks, 0 bad" "$(paste -sd' ' "$IT_TMP/last.out")"
+expect_eq "info of the URL with options: the node is named without them" made.cow \
+	"$("$DIOLOOP_BIN" info --json "$DIR_URL/made.cow$OPTS" 2>&1 | jq -r '.volumes[0].node' 2>&1)"
 expect_status "create of a file that exists is refused" 1 \
 	"$DIOLOOP_BIN" create --format cow --size 32M "$DIR_URL/made.cow$OPTS"
 expect_eq "... in one line" 1 "$(wc -l <"$IT_TMP/last.out")"
@@ -133,6 +142,8 @@ daemon_wait "$DAEMON_PID"
 
 it_log "---- check of the exported file"
 expect_cow_clean "$IMAGES/disk.cow"
+expect_ok "dioloop check of the image by its nfs:// URL" "$DIOLOOP_BIN" check "$DIR_URL/disk.cow$OPTS"
+expect_match "... clean, both volumes" ".*: generation .*, 2 volumes, .*: clean" "$(cat "$IT_TMP/last.out")"
 expect_match "dioloop info of the exported file lists the snapshot" ".*s1.*" \
 	"$("$DIOLOOP_BIN" info "$IMAGES/disk.cow" 2>&1 | tr '\n' ' ')"
 it_end

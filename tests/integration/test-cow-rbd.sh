@@ -16,11 +16,23 @@
 #    device, a snapshot IMAGE@NAME taken through the node (the cow
 #    format's, inside the rbd image), its files as at the snapshot, a
 #    scrub of the mounted image clean, and after the unmount the image
-#    read back from the cluster (`rbd export`) passes `dioloop check`.
+#    read back from the cluster (`rbd export`) passes `dioloop check`;
+#  - `dioloop check` and `dioloop scrub` of a cow image in the pool read
+#    it through librbd: clean (with and without the URL's options); while
+#    a mount serves the image both are refused (its exclusive lock is the
+#    daemon's); a data block corrupted in a copy of the image (`rbd
+#    export`, changed, `rbd import`) is found by scrub (logical and
+#    physical block); a raw image in the pool is said to be raw, as a
+#    local one is;
+#  - `info URL?OPTIONS` names the node IMAGE, without the options, and
+#    the hint for an image without exclusive-lock names the image with its
+#    namespace (rbd feature enable POOL/NAMESPACE/IMAGE).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$IT_DIR/cowlib.sh"
 source "$IT_DIR/rbd-lib.sh"
 
 it_begin "cow images in a Ceph cluster" rbd mkfs.ext4 e2fsck fsfreeze jq
+cow_begin
 rbd_test_cluster
 MNT=$IT_TMP/mnt
 IN=$IT_TMP/inner
@@ -55,7 +67,33 @@ expect_status "a cow create whose new image cannot be written fails" 1 \
 	"$DIOLOOP_BIN" create --format cow --size 96M "$RBD_URL/half"
 expect_match "... in one line that says why" "dioloop: create: $RBD_URL/half: .*exclusive-lock.*" \
 	"$(cat "$IT_TMP/last.out")"
+expect_match "... naming the image with its namespace" \
+	".*rbd feature enable rbd/$RBD_NS/half exclusive-lock.*" "$(cat "$IT_TMP/last.out")"
 expect_eq "... and leaves no half-made image behind" made "$(rbd_images)"
+
+it_log "---- check, scrub and info of images in the pool"
+expect_ok "dioloop check $RBD_URL/made" "$DIOLOOP_BIN" check "$RBD_URL/made"
+expect_match "... clean" "$RBD_URL/made: generation .*: clean" "$(cat "$IT_TMP/last.out")"
+expect_ok "dioloop check of the URL with options" "$DIOLOOP_BIN" check "$RBD_URL/made?timeout=20"
+expect_ok "dioloop scrub $RBD_URL/made" "$DIOLOOP_BIN" scrub "$RBD_URL/made"
+expect_match "... clean" ".*$RBD_URL/made: scrubbed [0-9]+ blocks, 0 bad" \
+	"$(paste -sd' ' "$IT_TMP/last.out")"
+expect_ok "dioloop info $RBD_URL/made?timeout=20" "$DIOLOOP_BIN" info "$RBD_URL/made?timeout=20"
+expect_match "info: the node is named without the URL's options" \
+	".*NODE .* made +default .*" "$(paste -sd' ' "$IT_TMP/last.out")"
+expect_eq "info --json: the node is named without the URL's options" made \
+	"$("$DIOLOOP_BIN" info --json "$RBD_URL/made?timeout=20" 2>&1 | jq -r '.volumes[0].node' 2>&1)"
+must "create a raw image in the pool" "$DIOLOOP_BIN" create --size 16M "$RBD_URL/plain"
+expect_ok "dioloop check of a raw image in the pool" "$DIOLOOP_BIN" check "$RBD_URL/plain"
+expect_eq "... says it is raw, as for a local raw image" \
+	"$RBD_URL/plain: a raw image: no metadata to check" "$(cat "$IT_TMP/last.out")"
+expect_ok "dioloop scrub of a raw image in the pool" "$DIOLOOP_BIN" scrub "$RBD_URL/plain"
+expect_eq "... says it is raw, as for a local raw image" \
+	"$RBD_URL/plain: a raw image: no checksums to verify" "$(cat "$IT_TMP/last.out")"
+must "rbd rm of the raw image" timeout 60 rbd rm --no-progress "rbd/$RBD_NS/plain"
+expect_status "dioloop check of an image that is not there" 2 "$DIOLOOP_BIN" check "$RBD_URL/gone"
+expect_match "... says so" "dioloop: check: $RBD_URL/gone: .*No such file or directory" \
+	"$(cat "$IT_TMP/last.out")"
 
 must "create c.cow (cow, 128M, local)" "$DIOLOOP_BIN" create --format cow --size 128M c.cow
 must "rbd import c.cow rbd/$RBD_NS/c.cow" timeout 120 rbd import --no-progress c.cow "rbd/$RBD_NS/c.cow"
@@ -76,6 +114,14 @@ expect_ok "fsck of the created image is clean" e2fsck -fn "$MADE_LOOP"
 detach_loop "$MADE_LOOP"
 attach_loop "$MNT/c.cow"
 LOOP=$LOOP_DEV
+expect_status "dioloop check of the served image is refused" 2 \
+	"$DIOLOOP_BIN" check "$RBD_URL/c.cow"
+expect_match "... as in use (its exclusive lock)" \
+	"dioloop: check: $RBD_URL/c.cow: in use: .*" "$(cat "$IT_TMP/last.out")"
+expect_status "dioloop scrub of the served image (by URL) is refused" 2 \
+	"$DIOLOOP_BIN" scrub "$RBD_URL/c.cow"
+expect_match "... as in use (its exclusive lock)" \
+	".*dioloop: scrub: $RBD_URL/c.cow: in use: .*" "$(paste -sd' ' "$IT_TMP/last.out")"
 must "mkfs.ext4 on the cow node's loop device" mkfs.ext4 -q "$LOOP"
 mount_inner "$LOOP" "$IN"
 make_files "$IN" before
@@ -103,9 +149,30 @@ must "scrub of the mounted cow image" "$DIOLOOP_BIN" scrub "$MNT/c.cow"
 expect_match "... clean" '.*scrubbed [0-9]+ blocks, 0 bad.*' "$(paste -sd' ' "$IT_TMP/last.out")"
 dioloop_umount "$MNT"
 
+expect_ok "dioloop check of the image in the pool, unmounted" "$DIOLOOP_BIN" check "$RBD_URL/c.cow"
+expect_match "... clean, both volumes" "$RBD_URL/c.cow: generation .*, 2 volumes, .*: clean" \
+	"$(cat "$IT_TMP/last.out")"
+expect_ok "dioloop scrub of the image in the pool, unmounted" "$DIOLOOP_BIN" scrub "$RBD_URL/c.cow"
+expect_match "... every data block read, none bad" ".*$RBD_URL/c.cow: scrubbed [1-9][0-9]* blocks, 0 bad" \
+	"$(paste -sd' ' "$IT_TMP/last.out")"
 must "rbd export of the image" timeout 120 rbd export --no-progress "rbd/$RBD_NS/c.cow" back.cow
 must "dioloop check of what the cluster holds" "$DIOLOOP_BIN" check back.cow
 must "rbd export of the created image" timeout 120 rbd export --no-progress "rbd/$RBD_NS/made" made.cow
 expect_ok "dioloop check of the created image as the cluster holds it" "$DIOLOOP_BIN" check made.cow
+
+it_log "---- a corrupt data block in the pool: scrub finds it"
+# Logical block 0 holds ext4's superblock: written, so mapped.
+pbn=$("$DIOLOOP_COW_TOOL" pbn back.cow - 0)
+expect_match "logical block 0 has a physical block" '[1-9][0-9]*' "$pbn"
+must "corrupt physical block $pbn in the copy" \
+	dd if=/dev/urandom of=back.cow bs=1 count=16 seek=$((pbn * 4096 + 1000)) \
+	conv=notrunc status=none
+must "rbd import of the corrupted copy as bad.cow" \
+	timeout 120 rbd import --no-progress back.cow "rbd/$RBD_NS/bad.cow"
+expect_status "dioloop scrub of the corrupted image in the pool: bad blocks" 1 \
+	"$DIOLOOP_BIN" scrub "$RBD_URL/bad.cow"
+expect_match "... the block, logical and physical" \
+	".*bad block: volume [^ ]+ lbn 0 pbn $pbn \(checksum mismatch\).*$RBD_URL/bad.cow: scrubbed [0-9]+ blocks, 1 bad.*" \
+	"$(paste -sd' ' "$IT_TMP/last.out")"
 rbd_test_cleanup
 it_end
