@@ -370,16 +370,33 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 
 	*ref = (struct dioloop_image_ref){ 0 };
 	if (backend_is_url(arg)) {
-		/* A URL: served by its backend, never by a mount here. */
-		if (at) {
-			ref->image = g_strndup(arg, at - arg);
-			ref->volume = g_strdup(at + 1);
+		/* A URL: served by its backend, never by a mount here.  Its
+		 * options (after '?') may hold '/' and '@' (conf=/etc/...).
+		 * The volume is "@NAME" at the end of the path before them
+		 * (IMAGE@NAME?OPTS), or at the very end (IMAGE?OPTS@NAME,
+		 * NAME without '/', '=' or '&'); the options stay with the
+		 * image. */
+		g_autofree char *path = g_strndup(arg, strcspn(arg, "?"));
+		const char *query = arg + strlen(path);
+		const char *last = strrchr(path, '/');
+		const char *vol = strrchr(last ? last : path, '@');
+		const char *tail = *query ? strrchr(query, '@') : NULL;
+
+		if (vol) {
+			ref->image = g_strdup_printf("%.*s%s", (int)(vol - path),
+						     path, query);
+			ref->volume = g_strdup(vol + 1);
+		} else if (tail && tail[1] && !tail[strcspn(tail, "/=&")]) {
+			ref->image = g_strndup(arg, tail - arg);
+			ref->volume = g_strdup(tail + 1);
 		} else {
 			ref->image = g_strdup(arg);
 		}
 		/* The node name: the image's, without the URL's options. */
-		ref->node = g_path_get_basename(arg);
-		ref->node[strcspn(ref->node, "?")] = '\0';
+		ref->node = vol ? g_path_get_basename(path) :
+			      g_strdup_printf("%s%s%s", last ? last + 1 : path,
+					      ref->volume ? "@" : "",
+					      ref->volume ? ref->volume : "");
 		return 0;
 	}
 	real = absolute_path(arg);

@@ -201,6 +201,13 @@ expect_eq "both are there" "@clone-offc off" "$(rbd_snaps disk | tr ' ' '\n' | s
 expect_ok "convert of the snapshot IMAGE@NAME to a raw file" \
 	"$DIOLOOP_BIN" convert "$RBD_URL/disk$OPTS@off" "$IT_TMP/off.raw"
 expect_ok "convert of the image to a raw file" "$DIOLOOP_BIN" convert "$RBD_URL/disk$OPTS" "$IT_TMP/head.raw"
+# The snapshot named before the options, and options holding '/' (a
+# conf= path): the volume is still "off", the options stay the image's.
+for u in "$RBD_URL/disk@off$OPTS" "$RBD_URL/disk@off$OPTS&conf=$CEPH_CONF" \
+	"$RBD_URL/disk$OPTS&conf=$CEPH_CONF@off"; do
+	expect_eq "info $u: the volume" off \
+		"$("$DIOLOOP_BIN" info "$u" 2>&1 | sed -n 's/^volume: *//p')"
+done
 expect_same_bytes "the snapshot, taken with nothing writing, holds the image's bytes" \
 	"$IT_TMP/head.raw" "$IT_TMP/off.raw"
 expect_ok "dioloop clone $RBD_URL/disk@off offsnapc (a clone of the snapshot)" \
