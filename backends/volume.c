@@ -76,6 +76,20 @@ int backend_volume_delete(struct backend *b, const char *name, GError **error)
 	return b->ops->volumes->delete(b, name, error);
 }
 
+void backend_scrub_pace(gint64 start_us, const struct backend_scrub_progress *p,
+			uint64_t rate)
+{
+	gint64 due, now;
+
+	if (!rate)
+		return;
+	due = start_us + (gint64)((double)p->done * p->block_size * 1e6 /
+				  (double)rate);
+	now = g_get_monotonic_time();
+	if (due > now)
+		g_usleep((gulong)(due - now));
+}
+
 int backend_volume_scrub(struct backend *b, backend_scrub_progress_fn progress,
 			 backend_scrub_bad_fn bad, void *opaque,
 			 struct backend_scrub_progress *res, GError **error)

@@ -42,7 +42,14 @@ struct backend_scrub_progress {
 	uint64_t done;			/* mapped blocks verified so far */
 	uint64_t total;			/* mapped blocks of every volume */
 	uint64_t bad;			/* mismatches so far */
+	uint32_t block_size;		/* bytes per block */
 };
+
+/* For a progress callback that limits a scrub to rate bytes/s (0: no
+ * limit): sleeps until p's blocks, begun at start_us
+ * (g_get_monotonic_time()), are due. */
+void backend_scrub_pace(gint64 start_us, const struct backend_scrub_progress *p,
+			uint64_t rate);
 
 struct backend_bad_block {
 	uint64_t volume_id;

@@ -674,6 +674,8 @@ struct ctl_scrub {
 	struct dioloop_fs *fs;
 	struct dioloop_image_lock *l;
 	GString *bad;
+	gint64 start_us;
+	uint64_t rate;			/* bytes/s; 0: no limit */
 };
 
 /* Publish progress for scrub-status and stats.json.  Control thread. */
@@ -687,6 +689,7 @@ static bool ctl_scrub_progress(void *opaque,
 	sc->l->scrub_total = p->total;
 	sc->l->scrub_bad = p->bad;
 	g_mutex_unlock(&sc->fs->lock);
+	backend_scrub_pace(sc->start_us, p, sc->rate);
 	return true;
 }
 
@@ -702,8 +705,9 @@ static void ctl_scrub_bad(void *opaque, const struct backend_bad_block *bad)
 			       bad->error == -EBADMSG ? "checksum" : "io");
 }
 
-/* scrub NODE: verify every data block of the node's container, to the
- * end; reply: a summary line, then one line per bad block. */
+/* scrub NODE [rate=BYTES]: verify every data block of the node's
+ * container, to the end, at most BYTES per second; reply: a summary line,
+ * then one line per bad block. */
 static int ctl_scrub(struct dioloop_fs *fs, int argc, char **argv,
 		     GString *reply)
 {
@@ -715,7 +719,21 @@ static int ctl_scrub(struct dioloop_fs *fs, int argc, char **argv,
 	bool busy;
 	int ret;
 
-	if (argc != 1) {
+	if (argc == 2) {
+		bool ok = !strncmp(argv[1], "rate=", 5);
+		char *end = NULL;
+
+		errno = 0;
+		if (ok)
+			sc.rate = g_ascii_strtoull(argv[1] + 5, &end, 10);
+		if (!ok || errno || *end || end == argv[1] + 5) {
+			g_string_append_printf(reply, "scrub: bad argument "
+					       "\"%s\" (want rate=BYTES)\n",
+					       argv[1]);
+			return -EINVAL;
+		}
+	}
+	if (argc < 1 || argc > 2) {
 		g_string_append(reply, "scrub: expected one node name\n");
 		return -EINVAL;
 	}
@@ -744,6 +762,7 @@ static int ctl_scrub(struct dioloop_fs *fs, int argc, char **argv,
 	ret = dioloop_io_long_begin(fs);
 	if (ret == 0) {
 		g_message("%s: scrub started", node->image);
+		sc.start_us = g_get_monotonic_time();
 		ret = backend_volume_scrub(
 			dioloop_node_volume_backend(node->b),
 			ctl_scrub_progress, ctl_scrub_bad, &sc, &res, &error);

@@ -367,6 +367,7 @@ int cow_scrub(struct backend *b, cow_scrub_progress_t progress,
 	int ret;
 
 	s->c = c;
+	s->p.block_size = COW_BLOCK_SIZE;
 	s->progress = progress;
 	s->bad = bad;
 	s->opaque = opaque;

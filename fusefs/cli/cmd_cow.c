@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/size.h"
 #include "backends/volume.h"
 #include "fusefs/cli/commands.h"
 #include "fusefs/cli/control_client.h"
@@ -331,6 +332,8 @@ struct scrub_state {
 	struct dioloop_progress bar;
 	GString *bad;			/* "bad block: ..." lines */
 	uint64_t nr_bad;
+	gint64 start_us;
+	uint64_t rate;			/* --rate, bytes/s; 0: no limit */
 };
 
 /* The bad-block line for volume (the default: "-"). */
@@ -351,6 +354,7 @@ static bool scrub_progress(void *opaque,
 
 	dioloop_progress_set_total(&s->bar, p->total);
 	dioloop_progress_update(&s->bar, p->done);
+	backend_scrub_pace(s->start_us, p, s->rate);
 	return true;
 }
 
@@ -362,9 +366,9 @@ static void scrub_bad(void *opaque, const struct backend_bad_block *bad)
 
 /* Scrub ref's image here: the exit status. */
 static int scrub_offline(const char *arg, struct dioloop_image_ref *ref,
-			 bool force)
+			 bool force, uint64_t rate)
 {
-	struct scrub_state s = { .bad = g_string_new(NULL) };
+	struct scrub_state s = { .bad = g_string_new(NULL), .rate = rate };
 	struct dioloop_image_ref whole = { .image = ref->image };
 	struct backend_scrub_progress res = { 0 };
 	g_autoptr(GError) error = NULL;
@@ -385,6 +389,7 @@ static int scrub_offline(const char *arg, struct dioloop_image_ref *ref,
 	}
 	dioloop_progress_begin(&s.bar, "scrub", DIOLOOP_PROGRESS_BLOCKS, 0,
 			       force);
+	s.start_us = g_get_monotonic_time();
 	ret = backend_volume_scrub(b, scrub_progress, scrub_bad, &s, &res,
 				   &error);
 	s.bar.done = res.done;
@@ -446,7 +451,7 @@ static void scrub_poll(struct dioloop_image_ref *ref, struct scrub_call *c,
 
 /* Scrub through the mount serving ref: the exit status. */
 static int scrub_online(const char *arg, struct dioloop_image_ref *ref,
-			bool force)
+			bool force, uint64_t rate)
 {
 	g_autofree char *q = g_shell_quote(ref->node);
 	struct scrub_call c = { .ctl = ref->ctl, .reply = g_string_new(NULL) };
@@ -458,7 +463,8 @@ static int scrub_online(const char *arg, struct dioloop_image_ref *ref,
 	GThread *t;
 	char **l;
 
-	c.line = g_strdup_printf("scrub %s\n", q);
+	c.line = rate ? g_strdup_printf("scrub %s rate=%" PRIu64 "\n", q, rate) :
+			g_strdup_printf("scrub %s\n", q);
 	dioloop_progress_begin(&s.bar, "scrub", DIOLOOP_PROGRESS_BLOCKS, 0,
 			       force);
 	t = g_thread_new("scrub", scrub_thread, &c);
@@ -503,14 +509,19 @@ out:
 int dioloop_cmd_scrub(int argc, char **argv)
 {
 	gboolean progress = FALSE;
+	g_autofree char *rate_arg = NULL;
 	GOptionEntry entries[] = {
 		{ "progress", 'p', 0, G_OPTION_ARG_NONE, &progress,
 		  "draw the progress bar even when stderr is no terminal",
 		  NULL },
+		{ "rate", 'r', 0, G_OPTION_ARG_STRING, &rate_arg,
+		  "read at most RATE bytes per second (K/M/G suffixes: 64M), "
+		  "to leave the disk to the image's users", "RATE" },
 		{ NULL },
 	};
 	struct dioloop_image_ref ref;
 	int status = DIOLOOP_EXIT_USAGE;
+	uint64_t rate = 0;
 	const char *type;
 
 	if (!dioloop_parse_args("scrub", "PATH",
@@ -527,11 +538,18 @@ int dioloop_cmd_scrub(int argc, char **argv)
 			    argc - 1);
 		return DIOLOOP_EXIT_USAGE;
 	}
+	if (rate_arg && (dioloop_parse_size(rate_arg, UINT64_MAX / 2, &rate) < 0 ||
+			 rate == 0)) {
+		dioloop_err("scrub: bad --rate '%s': expected bytes per second, "
+			    "more than 0, with an optional K/M/G/T suffix (64M)",
+			    rate_arg);
+		return DIOLOOP_EXIT_USAGE;
+	}
 	dioloop_cli_logs("scrub");
 	if (!resolve("scrub", argv[1], &ref))
 		return DIOLOOP_EXIT_USAGE;
 	if (ref.ctl) {
-		status = scrub_online(argv[1], &ref, progress);
+		status = scrub_online(argv[1], &ref, progress, rate);
 		goto out;
 	}
 	type = probe_format("scrub", &ref);
@@ -543,7 +561,7 @@ int dioloop_cmd_scrub(int argc, char **argv)
 		status = DIOLOOP_EXIT_OK;
 		goto out;
 	}
-	status = scrub_offline(argv[1], &ref, progress);
+	status = scrub_offline(argv[1], &ref, progress, rate);
 out:
 	dioloop_image_ref_clear(&ref);
 	return status;
