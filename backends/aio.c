@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The libaio context and its completion thread.  See aio.h for the
- * contract.  Locking: aio->lock protects in_kernel, the pending queue, the
- * refused list and stopping; the counters in stats are atomics.
+ * The libaio context and its completion thread, or its owner thread for a
+ * reaped context.  See aio.h for the contract.  Locking: aio->lock
+ * protects in_kernel, the pending queue, the refused list and stopping;
+ * the counters in stats are atomics.
  */
 #include "backends/aio.h"
 
@@ -22,7 +23,8 @@ struct dioloop_aio {
 	io_context_t ctx;
 	unsigned int depth;
 	int efd;			/* signalled by the kernel and by kicks */
-	GThread *thread;
+	bool own_efd;			/* efd is ours to close */
+	GThread *thread;		/* NULL: reaped by its owner */
 	GMutex lock;
 	GCond idle;			/* in_flight reached 0 */
 	unsigned int in_kernel;		/* io_submit'ed, not reaped; by lock */
@@ -31,7 +33,12 @@ struct dioloop_aio {
 	bool stopping;			/* by lock */
 	atomic_uint_fast64_t submitted, completed, deferred, batches;
 	atomic_int_fast64_t in_flight;	/* accepted, done not yet run */
+	atomic_int_fast64_t carried;	/* in this context, done not yet run
+					 * (whoever accepted them) */
 };
+
+/* The reaped context bound to this thread (dioloop_aio_bind_thread). */
+static __thread struct dioloop_aio *bound_aio;
 
 /* Wake the completion thread (it also wakes for kernel completions). */
 static void aio_kick(struct dioloop_aio *aio)
@@ -183,8 +190,10 @@ static void aio_report_done(struct dioloop_iorec *r,
 	}
 }
 
-void dioloop_aio_submit(struct dioloop_aio *aio,
-			struct dioloop_aio_req **reqs, int n)
+/* Accept n requests for owner (whose in_flight counts them) and carry
+ * them in ctx. */
+static void aio_submit_to(struct dioloop_aio *ctx, struct dioloop_aio *owner,
+			  struct dioloop_aio_req **reqs, int n)
 {
 	struct dioloop_iorec *rec = dioloop_iorec_get();
 	int done = 0, i;
@@ -193,18 +202,33 @@ void dioloop_aio_submit(struct dioloop_aio *aio,
 		return;
 	if (rec)
 		aio_report_flushes(rec, reqs, n);
-	atomic_fetch_add(&aio->in_flight, n);
-	g_mutex_lock(&aio->lock);
+	for (i = 0; i < n; i++)
+		reqs[i]->owner = owner;
+	atomic_fetch_add(&owner->in_flight, n);
+	atomic_fetch_add(&ctx->carried, n);
+	g_mutex_lock(&ctx->lock);
 	/* Requests already waiting for ring space go first. */
-	if (!aio->pending)
-		done = aio_submit_locked(aio, reqs, n);
+	if (!ctx->pending)
+		done = aio_submit_locked(ctx, reqs, n);
 	if (done < n) {
 		for (i = done; i < n; i++)
-			queue_append(&aio->pending, &aio->pending_tail, reqs[i]);
-		atomic_fetch_add(&aio->deferred, n - done);
-		aio_kick(aio);
+			queue_append(&ctx->pending, &ctx->pending_tail, reqs[i]);
+		atomic_fetch_add(&ctx->deferred, n - done);
+		aio_kick(ctx);
 	}
-	g_mutex_unlock(&aio->lock);
+	g_mutex_unlock(&ctx->lock);
+}
+
+void dioloop_aio_submit(struct dioloop_aio *aio,
+			struct dioloop_aio_req **reqs, int n)
+{
+	aio_submit_to(aio, aio, reqs, n);
+}
+
+void dioloop_aio_submit_here(struct dioloop_aio *aio,
+			     struct dioloop_aio_req **reqs, int n)
+{
+	aio_submit_to(bound_aio ? bound_aio : aio, aio, reqs, n);
 }
 
 /*
@@ -235,75 +259,95 @@ static void aio_drain_pending(struct dioloop_aio *aio)
 	}
 }
 
-static void aio_req_done(struct dioloop_aio *aio, struct dioloop_aio_req *req,
+static void aio_req_done(struct dioloop_aio *ctx, struct dioloop_aio_req *req,
 			 long res)
 {
 	struct dioloop_iorec *rec = dioloop_iorec_get();
+	struct dioloop_aio *owner = req->owner;
 
 	if (rec)
 		aio_report_done(rec, req, res);
 	req->done(req, res);
-	atomic_fetch_add(&aio->completed, 1);
-	if (atomic_fetch_sub(&aio->in_flight, 1) == 1) {
-		g_mutex_lock(&aio->lock);
-		g_cond_broadcast(&aio->idle);
-		g_mutex_unlock(&aio->lock);
+	atomic_fetch_add(&ctx->completed, 1);
+	atomic_fetch_sub(&ctx->carried, 1);
+	if (atomic_fetch_sub(&owner->in_flight, 1) == 1) {
+		g_mutex_lock(&owner->lock);
+		g_cond_broadcast(&owner->idle);
+		g_mutex_unlock(&owner->lock);
 	}
+}
+
+/*
+ * Reap what completed, waiting up to timeout for the first completion
+ * (NULL: no wait); then submit what waited for ring space and finish the
+ * refused requests.  Returns how many done callbacks ran.
+ */
+static int aio_reap(struct dioloop_aio *aio, struct timespec *timeout)
+{
+	struct io_event events[AIO_MAX_EVENTS];
+	struct timespec zero = { 0, 0 };
+	struct dioloop_aio_req *refused;
+	int n, i, total = 0;
+	long min_nr = timeout ? 1 : 0;
+
+	do {
+		n = io_getevents(aio->ctx, min_nr, AIO_MAX_EVENTS, events,
+				 timeout ? timeout : &zero);
+		min_nr = 0;
+		timeout = NULL;
+		if (n < 0 && n != -EINTR)
+			g_error("aio: io_getevents: %s", g_strerror(-n));
+		if (n > 0) {
+			g_mutex_lock(&aio->lock);
+			aio->in_kernel -= n;
+			g_mutex_unlock(&aio->lock);
+			total += n;
+		}
+		for (i = 0; i < n; i++)
+			aio_req_done(aio, events[i].data,
+				     (long)events[i].res);
+	} while (n == AIO_MAX_EVENTS);
+
+	g_mutex_lock(&aio->lock);
+	refused = aio->refused;
+	aio->refused = NULL;
+	aio_drain_pending(aio);
+	g_mutex_unlock(&aio->lock);
+
+	while (refused) {
+		struct dioloop_aio_req *next = refused->next;
+
+		aio_req_done(aio, refused, refused->res);
+		refused = next;
+		total++;
+	}
+	return total;
 }
 
 static gpointer aio_thread(gpointer data)
 {
 	struct dioloop_aio *aio = data;
-	struct io_event events[AIO_MAX_EVENTS];
-	struct timespec zero = { 0, 0 };
 
 	for (;;) {
-		struct dioloop_aio_req *refused;
 		uint64_t v;
-		int n, i;
 		bool stop;
 
 		if (read(aio->efd, &v, sizeof(v)) < 0 && errno != EINTR &&
 		    errno != EAGAIN)
 			g_error("aio: eventfd read: %s", g_strerror(errno));
-
-		do {
-			n = io_getevents(aio->ctx, 0, AIO_MAX_EVENTS, events,
-					 &zero);
-			if (n < 0 && n != -EINTR)
-				g_error("aio: io_getevents: %s",
-					g_strerror(-n));
-			if (n > 0) {
-				g_mutex_lock(&aio->lock);
-				aio->in_kernel -= n;
-				g_mutex_unlock(&aio->lock);
-			}
-			for (i = 0; i < n; i++)
-				aio_req_done(aio, events[i].data,
-					     (long)events[i].res);
-		} while (n == AIO_MAX_EVENTS);
-
+		aio_reap(aio, NULL);
 		g_mutex_lock(&aio->lock);
-		refused = aio->refused;
-		aio->refused = NULL;
-		aio_drain_pending(aio);
 		stop = aio->stopping;
 		g_mutex_unlock(&aio->lock);
-
-		while (refused) {
-			struct dioloop_aio_req *next = refused->next;
-
-			aio_req_done(aio, refused, refused->res);
-			refused = next;
-		}
-		if (stop && atomic_load(&aio->in_flight) == 0)
+		if (stop && atomic_load(&aio->in_flight) == 0 &&
+		    atomic_load(&aio->carried) == 0)
 			break;
 	}
 	return NULL;
 }
 
-int dioloop_aio_new(unsigned int depth, const char *name,
-		    struct dioloop_aio **out)
+/* A context of depth signalling efd (-1: one of its own).  0 or -errno. */
+static int aio_setup(unsigned int depth, int efd, struct dioloop_aio **out)
 {
 	struct dioloop_aio *aio;
 	int ret;
@@ -315,43 +359,116 @@ int dioloop_aio_new(unsigned int depth, const char *name,
 	ret = io_setup(depth, &aio->ctx);
 	if (ret < 0) {
 		g_warning("aio: io_setup(%u): %s", depth, g_strerror(-ret));
-		goto out_free;
+		g_free(aio);
+		return ret;
 	}
-	aio->efd = eventfd(0, EFD_CLOEXEC);
-	if (aio->efd < 0) {
-		ret = -errno;
-		goto out_destroy;
+	aio->efd = efd;
+	if (efd < 0) {
+		aio->efd = eventfd(0, EFD_CLOEXEC);
+		if (aio->efd < 0) {
+			ret = -errno;
+			io_destroy(aio->ctx);
+			g_free(aio);
+			return ret;
+		}
+		aio->own_efd = true;
 	}
 	g_mutex_init(&aio->lock);
 	g_cond_init(&aio->idle);
-	aio->thread = g_thread_new(name ? name : "dioloop-aio", aio_thread,
-				   aio);
 	*out = aio;
 	return 0;
+}
 
-out_destroy:
-	io_destroy(aio->ctx);
-out_free:
-	g_free(aio);
+int dioloop_aio_new(unsigned int depth, const char *name,
+		    struct dioloop_aio **out)
+{
+	int ret = aio_setup(depth, -1, out);
+
+	if (ret == 0)
+		(*out)->thread = g_thread_new(name ? name : "dioloop-aio",
+					      aio_thread, *out);
 	return ret;
+}
+
+int dioloop_aio_new_reaped(unsigned int depth, int efd,
+			   struct dioloop_aio **out)
+{
+	if (efd < 0)
+		return -EBADF;
+	return aio_setup(depth, efd, out);
 }
 
 void dioloop_aio_free(struct dioloop_aio *aio)
 {
 	if (!aio)
 		return;
-	g_mutex_lock(&aio->lock);
-	while (atomic_load(&aio->in_flight) != 0)
-		g_cond_wait(&aio->idle, &aio->lock);
-	aio->stopping = true;
-	g_mutex_unlock(&aio->lock);
-	aio_kick(aio);
-	g_thread_join(aio->thread);
-	close(aio->efd);
+	if (!aio->thread) {
+		/* Reaped by its owner, which is the caller: reap until it
+		 * carries nothing. */
+		struct timespec tick = { 0, 10 * 1000 * 1000 };
+
+		while (atomic_load(&aio->carried) != 0)
+			aio_reap(aio, &tick);
+		if (bound_aio == aio)
+			bound_aio = NULL;
+	} else {
+		g_mutex_lock(&aio->lock);
+		while (atomic_load(&aio->in_flight) != 0)
+			dioloop_aio_cond_wait(&aio->idle, &aio->lock);
+		aio->stopping = true;
+		g_mutex_unlock(&aio->lock);
+		aio_kick(aio);
+		g_thread_join(aio->thread);
+	}
+	if (aio->own_efd)
+		close(aio->efd);
 	io_destroy(aio->ctx);
 	g_mutex_clear(&aio->lock);
 	g_cond_clear(&aio->idle);
 	g_free(aio);
+}
+
+int dioloop_aio_reap(struct dioloop_aio *aio, int64_t timeout_us)
+{
+	struct timespec t;
+
+	if (timeout_us <= 0)
+		return aio_reap(aio, NULL);
+	t.tv_sec = (time_t)(timeout_us / 1000000);
+	t.tv_nsec = (long)(timeout_us % 1000000) * 1000;
+	return aio_reap(aio, &t);
+}
+
+void dioloop_aio_bind_thread(struct dioloop_aio *aio)
+{
+	bound_aio = aio;
+}
+
+bool dioloop_aio_thread_bound(void)
+{
+	return bound_aio != NULL;
+}
+
+int dioloop_aio_reap_bound(int64_t timeout_us)
+{
+	if (!bound_aio || atomic_load(&bound_aio->carried) == 0)
+		return -1;
+	return dioloop_aio_reap(bound_aio, timeout_us);
+}
+
+void dioloop_aio_cond_wait(GCond *cond, GMutex *mutex)
+{
+	struct dioloop_aio *mine = bound_aio;
+
+	/* Only this thread gives its context requests: carrying none now,
+	 * it carries none until it wakes. */
+	if (!mine || atomic_load(&mine->carried) == 0) {
+		g_cond_wait(cond, mutex);
+		return;
+	}
+	g_mutex_unlock(mutex);
+	dioloop_aio_reap(mine, 1000);
+	g_mutex_lock(mutex);
 }
 
 void dioloop_aio_prep_rw(struct dioloop_aio_req *req, bool write, int fd,
@@ -380,7 +497,7 @@ void dioloop_aio_prep_fdsync(struct dioloop_aio_req *req, int fd,
 
 bool dioloop_aio_on_completion_thread(struct dioloop_aio *aio)
 {
-	return g_thread_self() == aio->thread;
+	return aio->thread ? g_thread_self() == aio->thread : bound_aio == aio;
 }
 
 void dioloop_aio_get_stats(struct dioloop_aio *aio,

@@ -385,7 +385,12 @@ static void dio_submit(struct dio *dio)
 					    (off_t)io->phys, dio_aio_done);
 			reqs[i] = &io->aio;
 		}
-		dioloop_aio_submit(b->aio, reqs, n);
+		/* Nobody waits for an asynchronous one: its completions
+		 * can run on this thread, if it reaps a context of its own. */
+		if (dio->is_async)
+			dioloop_aio_submit_here(b->aio, reqs, n);
+		else
+			dioloop_aio_submit(b->aio, reqs, n);
 	}
 }
 
@@ -547,7 +552,7 @@ static ssize_t dio_post_submission(struct dio *dio)
 	if (!dio->is_async) {
 		g_mutex_lock(&dio->wait_lock);
 		while (!dio->op_done)
-			g_cond_wait(&dio->wait_cond, &dio->wait_lock);
+			dioloop_aio_cond_wait(&dio->wait_cond, &dio->wait_lock);
 		g_mutex_unlock(&dio->wait_lock);
 		g_assert(atomic_load(&dio->refcount) == 1);
 		return dio_complete(dio);

@@ -7,6 +7,8 @@
  */
 #include "backends/range_lock.h"
 
+#include "backends/aio.h"
+
 static bool ranges_conflict(const struct range_lock *a,
 			    const struct range_lock *b)
 {
@@ -80,7 +82,7 @@ void range_lock_acquire_wait(struct range_lock_tree *tree,
 	g_mutex_lock(&tree->lock);
 	if (!range_lock_enqueue(tree, rl))
 		while (!rl->granted)
-			g_cond_wait(&tree->cond, &tree->lock);
+			dioloop_aio_cond_wait(&tree->cond, &tree->lock);
 	g_mutex_unlock(&tree->lock);
 }
 

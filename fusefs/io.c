@@ -75,9 +75,18 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 	io->node = node;
 	io->start = start;
 	io->nr_pages = n;
-	if (dioloop_page_pool_get_many(fs->pool, pages, n) < 0)
+	if (dioloop_page_pool_get_many(fs->pool, pages, n) < 0) {
+		/* A thread that reaps its own completions gets the pages
+		 * they give back by reaping them, not by sleeping. */
 		for (i = 0; i < n; i++)
-			pages[i] = dioloop_page_pool_get_wait(fs->pool);
+			while (dioloop_page_pool_get_many(fs->pool, &pages[i],
+							  1) < 0) {
+				if (dioloop_aio_reap_bound(1000) >= 0)
+					continue;
+				pages[i] = dioloop_page_pool_get_wait(fs->pool);
+				break;
+			}
+	}
 	bvec_fill_pages(io->bvec, pages, NULL, size);
 	iov_iter_init_bvec(&io->iter, io->bvec, n, size, 0);
 	return io;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "backends/aio.h"
 #include "backends/volume.h"
 #include "fusefs/fs.h"
 #include "fusefs/migrate.h"
@@ -410,7 +411,7 @@ void dioloop_node_io_begin(struct dioloop_node *node)
 {
 	g_mutex_lock(&node->io_lock);
 	while (node->draining)
-		g_cond_wait(&node->io_cond, &node->io_lock);
+		dioloop_aio_cond_wait(&node->io_cond, &node->io_lock);
 	node->in_flight++;
 	g_mutex_unlock(&node->io_lock);
 }
@@ -427,10 +428,10 @@ void dioloop_node_drain_begin(struct dioloop_node *node)
 {
 	g_mutex_lock(&node->io_lock);
 	while (node->draining)
-		g_cond_wait(&node->io_cond, &node->io_lock);
+		dioloop_aio_cond_wait(&node->io_cond, &node->io_lock);
 	node->draining = true;
 	while (node->in_flight)
-		g_cond_wait(&node->io_cond, &node->io_lock);
+		dioloop_aio_cond_wait(&node->io_cond, &node->io_lock);
 	g_mutex_unlock(&node->io_lock);
 }
 

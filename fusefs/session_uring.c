@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "backends/aio.h"
 #include "fusefs/fuse_uring_abi.h"
 #include "fusefs/session_io.h"
 
@@ -27,6 +28,10 @@
 #define URING_SLACK URING_PAGE
 /* Most entries per queue. */
 #define URING_MAX_DEPTH 256u
+/* Room in a queue's own libaio context (the rest waits in its queue):
+ * a few pieces per request, bounded, for io_setup takes from the
+ * system-wide fs.aio-max-nr. */
+#define URING_AIO_DEPTH(depth) MIN(4u * (depth), 1024u)
 
 _Static_assert(sizeof(struct fuse_in_header) +
 		       DIOLOOP_FUSE_URING_OP_IN_OUT_SZ <= URING_SLACK,
@@ -52,8 +57,9 @@ struct uring_queue {
 	unsigned qid;
 	struct io_uring ring;
 	bool ring_ready;
-	int efd;			/* other threads' wake-up */
+	int efd;			/* other threads' and libaio's wake-up */
 	uint64_t efd_val;		/* its read's buffer (and CQE tag) */
+	struct dioloop_aio *aio;	/* the thread's own libaio context */
 	GThread *thread;
 	GMutex lock;			/* pending */
 	struct uring_ent *pending;	/* commands to submit */
@@ -73,6 +79,7 @@ static struct {
 	_Atomic bool active;
 	_Atomic bool stopping;
 	_Atomic uint64_t requests;
+	_Atomic uint64_t replies_handed;
 	GMutex lock;			/* by_unique */
 	GHashTable *by_unique;		/* &ent->unique -> ent in service */
 } pool;
@@ -182,6 +189,9 @@ static void queue_push(struct uring_queue *q, struct uring_ent *e)
 	e->next = q->pending;
 	q->pending = e;
 	g_mutex_unlock(&q->lock);
+	if (current_queue != q)
+		atomic_fetch_add_explicit(&pool.replies_handed, 1,
+					  memory_order_relaxed);
 	if (was_empty && current_queue != q) {
 		uint64_t one = 1;
 
@@ -344,12 +354,34 @@ static void queue_complete(struct uring_queue *q, struct io_uring_cqe *cqe)
 	}
 }
 
+/*
+ * The queue's own libaio context, signalling q->efd: the backend I/O this
+ * thread starts completes on this thread, which replies into its ring at
+ * once, instead of a completion thread handing each reply over.  Without
+ * one (fs.aio-max-nr reached) replies are handed over as before.
+ */
+static void queue_bind_aio(struct uring_queue *q)
+{
+	int ret = dioloop_aio_new_reaped(URING_AIO_DEPTH(pool.depth), q->efd,
+					 &q->aio);
+
+	if (ret < 0) {
+		g_warning("uring queue %u: no libaio context of its own (%s); "
+			  "its replies go through the completion thread",
+			  q->qid, g_strerror(-ret));
+		q->aio = NULL;
+		return;
+	}
+	dioloop_aio_bind_thread(q->aio);
+}
+
 static gpointer queue_thread(gpointer data)
 {
 	struct uring_queue *q = data;
 	unsigned i;
 
 	current_queue = q;
+	queue_bind_aio(q);
 	queue_arm_wakeup(q);
 	for (i = 0; i < pool.depth; i++)
 		queue_prep(q, &q->ents[i]);
@@ -371,7 +403,15 @@ static gpointer queue_thread(gpointer data)
 			seen++;
 		}
 		io_uring_cq_advance(&q->ring, seen);
+		/* Backend completions (the eventfd read above woke us, or
+		 * they came meanwhile): their replies go out at the top. */
+		if (q->aio)
+			dioloop_aio_reap(q->aio, 0);
 	}
+	/* What this thread started ends here (it reaps its own). */
+	if (q->aio)
+		dioloop_aio_free(q->aio);
+	q->aio = NULL;
 	return NULL;
 }
 
@@ -521,4 +561,6 @@ void dioloop_uring_get_stats(struct dioloop_uring_stats *st)
 	st->depth = pool.depth;
 	st->requests = atomic_load_explicit(&pool.requests,
 					    memory_order_relaxed);
+	st->replies_handed = atomic_load_explicit(&pool.replies_handed,
+						  memory_order_relaxed);
 }

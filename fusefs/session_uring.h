@@ -64,6 +64,9 @@ struct dioloop_uring_stats {
 	unsigned queues;
 	unsigned depth;		/* entries per queue */
 	uint64_t requests;	/* requests served from a ring */
+	uint64_t replies_handed;	/* replies another thread handed to
+					 * a ring's thread (the rest were
+					 * made on it) */
 };
 
 /* A snapshot of the counters.  Any thread. */

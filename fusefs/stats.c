@@ -410,6 +410,7 @@ static void add_transport(JsonBuilder *jb)
 		add_uint(jb, "uring_queues", st.queues);
 		add_uint(jb, "uring_depth", st.depth);
 		add_uint(jb, "uring_requests", st.requests);
+		add_uint(jb, "uring_replies_handed", st.replies_handed);
 	}
 	json_builder_end_object(jb);
 }

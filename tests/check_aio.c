@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "backends/aio.h"
@@ -151,6 +153,161 @@ START_TEST(test_aio_refused_request_completes_with_error)
 }
 END_TEST
 
+/*
+ * A reaped context bound to this thread: requests submitted "here" through
+ * the shared context run their done on this thread, only when it reaps,
+ * and still count in the shared context's in_flight (so freeing that one
+ * waits for them).  Depth 4 for 64 requests: the rest wait in the
+ * context's queue and go in as reaping frees room.  A refused request
+ * completes through the reap too.
+ */
+START_TEST(test_aio_reaped_context_runs_done_on_its_thread)
+{
+	enum { N = 64 };
+	char *dir = test_tmpdir();
+	char *path = g_build_filename(dir, "img", NULL);
+	struct dioloop_aio *shared, *mine;
+	struct test_req reqs[N + 1];
+	struct dioloop_aio_req *ptrs[N + 1];
+	struct dioloop_aio_stats st;
+	uint64_t v;
+	char *buf;
+	int fd, efd, i, reaped = 0, rounds;
+
+	memset(reqs, 0, sizeof(reqs));
+	fd = open(path, O_RDWR | O_CREAT | O_DIRECT, 0600);
+	ck_assert_msg(fd >= 0, "open O_DIRECT: %s", g_strerror(errno));
+	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, N * 4096), 0);
+	memset(buf, 'r', N * 4096);
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ck_assert_int_ge(efd, 0);
+	ck_assert_int_eq(dioloop_aio_new(8, "test-aio", &shared), 0);
+	ck_assert_int_eq(dioloop_aio_new_reaped(4, efd, &mine), 0);
+	ck_assert(!dioloop_aio_thread_bound());
+	ck_assert_int_eq(dioloop_aio_reap_bound(0), -1);
+	dioloop_aio_bind_thread(mine);
+	ck_assert(dioloop_aio_thread_bound());
+
+	atomic_store(&done_count, 0);
+	for (i = 0; i < N; i++) {
+		reqs[i].iov = (struct iovec){ buf + i * 4096, 4096 };
+		reqs[i].aio = mine;
+		dioloop_aio_prep_rw(&reqs[i].req, true, fd, &reqs[i].iov, 1,
+				    (off_t)i * 4096, test_done);
+		ptrs[i] = &reqs[i].req;
+	}
+	reqs[N].aio = mine;
+	reqs[N].iov = (struct iovec){ buf, 512 };
+	dioloop_aio_prep_rw(&reqs[N].req, false, -1, &reqs[N].iov, 1, 0,
+			    test_done);
+	ptrs[N] = &reqs[N].req;
+	dioloop_aio_submit_here(shared, ptrs, N + 1);
+	dioloop_aio_get_stats(shared, &st);
+	ck_assert_msg(st.in_flight == N + 1,
+		      "the shared context counts what it carries for us: %"
+		      PRIu64, st.in_flight);
+	g_usleep(50 * 1000);
+	ck_assert_msg(atomic_load(&done_count) == 0,
+		      "no done runs before this thread reaps (%d ran)",
+		      atomic_load(&done_count));
+	ck_assert_msg(read(efd, &v, sizeof(v)) == sizeof(v) && v > 0,
+		      "the kernel signals the caller's eventfd");
+	for (rounds = 0; rounds < 10000 && reaped < N + 1; rounds++)
+		reaped += dioloop_aio_reap(mine, 10000);
+	ck_assert_int_eq(reaped, N + 1);
+	ck_assert_int_eq(atomic_load(&done_count), N + 1);
+	for (i = 0; i < N; i++)
+		ck_assert_msg(reqs[i].res == 4096 && reqs[i].calls == 1 &&
+				      reqs[i].on_thread,
+			      "write %d: res %ld, calls %d, on this thread %d",
+			      i, reqs[i].res, reqs[i].calls,
+			      reqs[i].on_thread);
+	ck_assert_msg(reqs[N].res == -EBADF && reqs[N].calls == 1,
+		      "refused: -EBADF once, got %ld x%d", reqs[N].res,
+		      reqs[N].calls);
+	dioloop_aio_get_stats(shared, &st);
+	ck_assert(st.in_flight == 0);
+	dioloop_aio_get_stats(mine, &st);
+	ck_assert_msg(st.deferred > 0, "depth 4 < 64: some waited for room");
+	ck_assert_int_eq(dioloop_aio_reap_bound(0), -1);
+
+	dioloop_aio_free(mine);
+	ck_assert_msg(!dioloop_aio_thread_bound(), "free unbinds");
+	dioloop_aio_free(shared);
+	close(efd);
+	close(fd);
+	free(buf);
+	g_free(path);
+	test_rmdir_r(dir);
+	g_free(dir);
+}
+END_TEST
+
+/* Another thread waits (dioloop_aio_free of the shared context) for a
+ * request only the bound thread can complete; the bound thread itself
+ * waits on a condition with dioloop_aio_cond_wait, which reaps, so both
+ * end. */
+struct cond_wait_case {
+	GMutex lock;
+	GCond cond;
+	bool flag;
+};
+
+static void cond_done(struct dioloop_aio_req *r, long res)
+{
+	struct test_req *t = (struct test_req *)r;
+
+	t->res = res;
+	t->calls++;
+	atomic_fetch_add(&done_count, 1);
+}
+
+static gpointer free_shared(gpointer data)
+{
+	struct dioloop_aio *shared = data;
+
+	dioloop_aio_free(shared);	/* waits for the bound thread's reap */
+	return NULL;
+}
+
+START_TEST(test_aio_cond_wait_reaps_the_bound_context)
+{
+	struct dioloop_aio *shared, *mine;
+	struct test_req r = { 0 };
+	struct dioloop_aio_req *p = &r.req;
+	struct cond_wait_case c;
+	GThread *t;
+	char buf[512];
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+	ck_assert_int_ge(efd, 0);
+	g_mutex_init(&c.lock);
+	g_cond_init(&c.cond);
+	c.flag = false;
+	ck_assert_int_eq(dioloop_aio_new(8, "test-aio", &shared), 0);
+	ck_assert_int_eq(dioloop_aio_new_reaped(8, efd, &mine), 0);
+	dioloop_aio_bind_thread(mine);
+	atomic_store(&done_count, 0);
+	r.iov = (struct iovec){ buf, sizeof(buf) };
+	dioloop_aio_prep_rw(&r.req, false, -1, &r.iov, 1, 0, cond_done);
+	dioloop_aio_submit_here(shared, &p, 1);
+	t = g_thread_new("free-shared", free_shared, shared);
+	/* Wait until the other thread's free has returned: it can only once
+	 * the request completed, which only this thread's reaping does. */
+	g_mutex_lock(&c.lock);
+	while (atomic_load(&done_count) == 0)
+		dioloop_aio_cond_wait(&c.cond, &c.lock);
+	g_mutex_unlock(&c.lock);
+	g_thread_join(t);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(r.res, -EBADF);
+	dioloop_aio_free(mine);
+	close(efd);
+	g_mutex_clear(&c.lock);
+	g_cond_clear(&c.cond);
+}
+END_TEST
+
 static Suite *aio_suite(void)
 {
 	Suite *s = suite_create("aio");
@@ -160,6 +317,8 @@ static Suite *aio_suite(void)
 	tcase_add_test(tc, test_aio_many_in_flight);
 	tcase_add_test(tc, test_aio_ring_overflow_is_queued);
 	tcase_add_test(tc, test_aio_refused_request_completes_with_error);
+	tcase_add_test(tc, test_aio_reaped_context_runs_done_on_its_thread);
+	tcase_add_test(tc, test_aio_cond_wait_reaps_the_bound_context);
 	suite_add_tcase(s, tc);
 	return s;
 }

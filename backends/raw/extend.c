@@ -385,7 +385,7 @@ ssize_t raw_write(struct backend *b, struct raw *r, struct kiocb *iocb)
 	raw_write_start(req);
 	g_mutex_lock(&r->ext.lock);
 	while (!req->delivered)
-		g_cond_wait(&r->ext.cond, &r->ext.lock);
+		dioloop_aio_cond_wait(&r->ext.cond, &r->ext.lock);
 	res = req->res;
 	g_mutex_unlock(&r->ext.lock);
 	g_free(req);
@@ -408,7 +408,7 @@ int raw_flush_record(struct raw *r, uint64_t size)
 	g_mutex_lock(&x->lock);
 	/* A truncation after a failed write: let it end first. */
 	while (x->state == EXT_BUSY)
-		g_cond_wait(&x->cond, &x->lock);
+		dioloop_aio_cond_wait(&x->cond, &x->lock);
 	if (x->state != EXT_LIVE) {
 		/* NONE, or CREATING a record that holds the current size. */
 		g_mutex_unlock(&x->lock);

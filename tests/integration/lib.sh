@@ -227,9 +227,14 @@ start_helper() {
 
 # start_daemon SRC MNT [MOUNT-ARGS...]: `dioloop mount -f` in the
 # background; waits up to 10 s for the mount.  Sets DAEMON_PID, DAEMON_LOG.
+# DIOLOOP_IT_TRANSPORT=uring|dev adds -o transport=... (tools/run-tests
+# runs the suite over each transport).
 start_daemon() {
 	local src=$1 mnt=$2 i
 	shift 2
+	if [[ -n ${DIOLOOP_IT_TRANSPORT:-} && " $* " != *transport=* ]]; then
+		set -- -o "transport=$DIOLOOP_IT_TRANSPORT" "$@"
+	fi
 	IT_NDAEMON=$((IT_NDAEMON + 1))
 	DAEMON_LOG=$IT_TMP/daemon.$IT_NDAEMON.log
 	mkdir -p "$mnt"

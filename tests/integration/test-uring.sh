@@ -76,14 +76,24 @@ expect_match "transport=uring: the daemon's log says so at mount" \
 	'.*transport: uring \([0-9]+ queues.*' "$(cat "$log")"
 
 before=$(uring_stat "$MNT" uring_requests)
+handed_before=$(uring_stat "$MNT" uring_replies_handed)
 run_fio_verify "node, QD1, 4k" --name=qd1 --filename="$NODE" --rw=randwrite \
 	--bs=4k --iodepth=1 --size=16M
 after=$(uring_stat "$MNT" uring_requests)
+handed=$(($(uring_stat "$MNT" uring_replies_handed) - handed_before))
 # 4096 writes and 4096 verify reads.
 if ((after - before >= 8192)); then
 	it_ok "QD1: every fio I/O came through a ring ($((after - before)) ring requests)"
 else
 	it_fail "QD1: expected at least 8192 ring requests, got $((after - before))"
+fi
+# The queue's thread reaps its own backend completions and replies on the
+# spot: no reply of a read or write is handed over by another thread (a
+# few other requests, such as a flush from the worker pool, may be).
+if ((handed <= 16)); then
+	it_ok "QD1: replies made on the ring's own thread ($handed of $((after - before)) handed over)"
+else
+	it_fail "QD1: expected the ring's thread to reply to its reads and writes, got $handed of $((after - before)) replies handed over by another thread"
 fi
 run_fio_verify "node, QD32, 4k-256k" --name=qd32 --filename="$NODE" --rw=randwrite \
 	--bsrange=4k-256k --iodepth=32 --size=64M
