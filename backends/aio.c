@@ -31,6 +31,7 @@ struct dioloop_aio {
 	struct dioloop_aio_req *pending, *pending_tail;	/* by lock */
 	struct dioloop_aio_req *refused;	/* by lock */
 	bool stopping;			/* by lock */
+	bool plugged;			/* owner's: hold submissions */
 	atomic_uint_fast64_t submitted, completed, deferred, batches;
 	atomic_int_fast64_t in_flight;	/* accepted, done not yet run */
 	atomic_int_fast64_t carried;	/* in this context, done not yet run
@@ -207,6 +208,13 @@ static void aio_submit_to(struct dioloop_aio *ctx, struct dioloop_aio *owner,
 	atomic_fetch_add(&owner->in_flight, n);
 	atomic_fetch_add(&ctx->carried, n);
 	g_mutex_lock(&ctx->lock);
+	if (ctx->plugged) {
+		/* Its owner submits them all at once at the unplug. */
+		for (i = 0; i < n; i++)
+			queue_append(&ctx->pending, &ctx->pending_tail, reqs[i]);
+		g_mutex_unlock(&ctx->lock);
+		return;
+	}
 	/* Requests already waiting for ring space go first. */
 	if (!ctx->pending)
 		done = aio_submit_locked(ctx, reqs, n);
@@ -439,6 +447,24 @@ int dioloop_aio_reap(struct dioloop_aio *aio, int64_t timeout_us)
 	return aio_reap(aio, &t);
 }
 
+void dioloop_aio_plug(void)
+{
+	if (bound_aio)
+		bound_aio->plugged = true;
+}
+
+void dioloop_aio_unplug(void)
+{
+	struct dioloop_aio *aio = bound_aio;
+
+	if (!aio || !aio->plugged)
+		return;
+	g_mutex_lock(&aio->lock);
+	aio->plugged = false;
+	aio_drain_pending(aio);
+	g_mutex_unlock(&aio->lock);
+}
+
 void dioloop_aio_bind_thread(struct dioloop_aio *aio)
 {
 	bound_aio = aio;
@@ -453,6 +479,7 @@ int dioloop_aio_reap_bound(int64_t timeout_us)
 {
 	if (!bound_aio || atomic_load(&bound_aio->carried) == 0)
 		return -1;
+	dioloop_aio_unplug();	/* what it waits for may be held */
 	return dioloop_aio_reap(bound_aio, timeout_us);
 }
 
@@ -467,6 +494,7 @@ void dioloop_aio_cond_wait(GCond *cond, GMutex *mutex)
 		return;
 	}
 	g_mutex_unlock(mutex);
+	dioloop_aio_unplug();	/* what it waits for may be held */
 	dioloop_aio_reap(mine, 1000);
 	g_mutex_lock(mutex);
 }

@@ -77,6 +77,12 @@ int dioloop_aio_reap(struct dioloop_aio *aio, int64_t timeout_us);
 /* Carry this thread's dioloop_aio_submit_here requests in aio (a reaped
  * context), or no longer (NULL). */
 void dioloop_aio_bind_thread(struct dioloop_aio *aio);
+/* Hold this thread's submissions to its bound context (if any) until
+ * dioloop_aio_unplug, which hands them to the kernel in as few io_submit
+ * calls as fit: a batch of requests costs the disk one notification, not
+ * one each.  A bound thread plugs only around work it does not wait in. */
+void dioloop_aio_plug(void);
+void dioloop_aio_unplug(void);
 /* True when this thread has a reaped context bound. */
 bool dioloop_aio_thread_bound(void);
 /* dioloop_aio_reap of this thread's bound context; -1 when it has none or

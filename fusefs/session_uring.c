@@ -51,6 +51,7 @@ struct uring_ent {
 	uint64_t unique;		/* its FUSE unique (the key of by_unique) */
 	struct uring_ent *next;		/* on q->pending */
 	bool dead;			/* the kernel let go of it */
+	bool lent;			/* payload lent to the request's I/O */
 };
 
 struct uring_queue {
@@ -80,11 +81,14 @@ static struct {
 	_Atomic bool stopping;
 	_Atomic uint64_t requests;
 	_Atomic uint64_t replies_handed;
+	_Atomic uint64_t payloads_lent;
 	GMutex lock;			/* by_unique */
 	GHashTable *by_unique;		/* &ent->unique -> ent in service */
 } pool;
 
 static __thread struct uring_queue *current_queue;
+/* The entry whose request this thread's libfuse dispatch is handling. */
+static __thread struct uring_ent *serving_ent;
 
 int dioloop_uring_allowed(const char **why)
 {
@@ -267,7 +271,22 @@ static void ent_serve(struct uring_ent *e)
 
 	buf.mem = start;
 	buf.size = in.len;
+	e->lent = false;
+	serving_ent = e;
 	fuse_session_process_buf(pool.se, &buf);
+	serving_ent = NULL;
+}
+
+void *dioloop_uring_lend_payload(size_t size)
+{
+	struct uring_ent *e = serving_ent;
+
+	if (!e || e->lent || size > pool.payload_sz)
+		return NULL;
+	e->lent = true;
+	atomic_fetch_add_explicit(&pool.payloads_lent, 1,
+				  memory_order_relaxed);
+	return e->payload;
 }
 
 bool dioloop_uring_reply(const struct iovec *iov, int count, ssize_t *ret)
@@ -306,7 +325,10 @@ bool dioloop_uring_reply(const struct iovec *iov, int count, ssize_t *ret)
 			len = 0;
 			break;
 		}
-		memcpy(e->payload + len, (const char *)iov[i].iov_base + off, n);
+		/* A read into the lent payload is in place already. */
+		if ((const char *)iov[i].iov_base + off != e->payload + len)
+			memcpy(e->payload + len,
+			       (const char *)iov[i].iov_base + off, n);
 		len += n;
 	}
 	if (out.error)
@@ -398,6 +420,9 @@ static gpointer queue_thread(gpointer data)
 				  g_strerror(-ret));
 			break;
 		}
+		/* The backend I/O of this batch of requests goes to the
+		 * kernel in one io_submit, at the unplug. */
+		dioloop_aio_plug();
 		io_uring_for_each_cqe(&q->ring, head, cqe) {
 			queue_complete(q, cqe);
 			seen++;
@@ -407,6 +432,7 @@ static gpointer queue_thread(gpointer data)
 		 * they came meanwhile): their replies go out at the top. */
 		if (q->aio)
 			dioloop_aio_reap(q->aio, 0);
+		dioloop_aio_unplug();
 	}
 	/* What this thread started ends here (it reaps its own). */
 	if (q->aio)
@@ -563,4 +589,6 @@ void dioloop_uring_get_stats(struct dioloop_uring_stats *st)
 					    memory_order_relaxed);
 	st->replies_handed = atomic_load_explicit(&pool.replies_handed,
 						  memory_order_relaxed);
+	st->payloads_lent = atomic_load_explicit(&pool.payloads_lent,
+						 memory_order_relaxed);
 }

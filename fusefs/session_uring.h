@@ -49,6 +49,14 @@ uint32_t dioloop_uring_init_flags2(uint64_t offered);
  * INIT, once. */
 void dioloop_uring_init_replied(const struct iovec *iov, int count);
 
+/* The payload buffer of the ring request this thread is serving, lent
+ * to its handler for the request's I/O (page-aligned, at least size
+ * bytes): a write's payload is already there (the handler's buf), and a
+ * read that lands there is replied with no copy.  NULL when the thread
+ * serves no ring request, the buffer is too small or was lent already.
+ * Valid until the request is replied to. */
+void *dioloop_uring_lend_payload(size_t size);
+
 /* session_io.c: send the reply in iov through the ring entry of its
  * request.  False when the request did not come from a ring (write it to
  * /dev/fuse); true with *ret the bytes taken.  Any thread that replies. */
@@ -67,6 +75,8 @@ struct dioloop_uring_stats {
 	uint64_t replies_handed;	/* replies another thread handed to
 					 * a ring's thread (the rest were
 					 * made on it) */
+	uint64_t payloads_lent;		/* requests whose I/O used the ring's
+					 * buffer (no copy) */
 };
 
 /* A snapshot of the counters.  Any thread. */

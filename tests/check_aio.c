@@ -243,6 +243,81 @@ START_TEST(test_aio_reaped_context_runs_done_on_its_thread)
 }
 END_TEST
 
+/* Plugged, sixteen separate submissions reach the kernel in one io_submit
+ * at the unplug; a wait that reaps unplugs first (else it would wait for
+ * what it holds). */
+START_TEST(test_aio_plug_batches_submissions)
+{
+	enum { N = 16 };
+	char *dir = test_tmpdir();
+	char *path = g_build_filename(dir, "img", NULL);
+	struct dioloop_aio *shared, *mine;
+	struct test_req reqs[N];
+	struct dioloop_aio_stats st;
+	char *buf;
+	int fd, efd, i, reaped = 0, rounds;
+
+	memset(reqs, 0, sizeof(reqs));
+	fd = open(path, O_RDWR | O_CREAT | O_DIRECT, 0600);
+	ck_assert_msg(fd >= 0, "open O_DIRECT: %s", g_strerror(errno));
+	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, N * 4096), 0);
+	memset(buf, 'p', N * 4096);
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ck_assert_int_ge(efd, 0);
+	ck_assert_int_eq(dioloop_aio_new(8, "test-aio", &shared), 0);
+	ck_assert_int_eq(dioloop_aio_new_reaped(64, efd, &mine), 0);
+	dioloop_aio_bind_thread(mine);
+	atomic_store(&done_count, 0);
+
+	dioloop_aio_plug();
+	for (i = 0; i < N; i++) {
+		struct dioloop_aio_req *p = &reqs[i].req;
+
+		reqs[i].iov = (struct iovec){ buf + i * 4096, 4096 };
+		reqs[i].aio = mine;
+		dioloop_aio_prep_rw(&reqs[i].req, true, fd, &reqs[i].iov, 1,
+				    (off_t)i * 4096, test_done);
+		dioloop_aio_submit_here(shared, &p, 1);
+	}
+	dioloop_aio_get_stats(mine, &st);
+	ck_assert_msg(st.submitted == 0, "plugged: nothing submitted yet, "
+		      "got %" PRIu64, st.submitted);
+	dioloop_aio_unplug();
+	dioloop_aio_get_stats(mine, &st);
+	ck_assert_msg(st.submitted == N && st.batches == 1,
+		      "unplugged: %d requests in one io_submit, got %" PRIu64
+		      " in %" PRIu64, N, st.submitted, st.batches);
+	for (rounds = 0; rounds < 10000 && reaped < N; rounds++)
+		reaped += dioloop_aio_reap(mine, 10000);
+	ck_assert_int_eq(reaped, N);
+
+	/* Plugged again: a reaping wait submits what it holds. */
+	dioloop_aio_plug();
+	for (i = 0; i < N; i++) {
+		struct dioloop_aio_req *p = &reqs[i].req;
+
+		dioloop_aio_prep_rw(&reqs[i].req, false, fd, &reqs[i].iov, 1,
+				    (off_t)i * 4096, test_done);
+		dioloop_aio_submit_here(shared, &p, 1);
+	}
+	for (rounds = 0; rounds < 10000 && atomic_load(&done_count) < 2 * N;
+	     rounds++)
+		ck_assert_int_ge(dioloop_aio_reap_bound(10000), 0);
+	ck_assert_int_eq(atomic_load(&done_count), 2 * N);
+	for (i = 0; i < N; i++)
+		ck_assert_msg(reqs[i].res == 4096, "read %d: %ld", i,
+			      reqs[i].res);
+	dioloop_aio_free(mine);
+	dioloop_aio_free(shared);
+	close(efd);
+	close(fd);
+	free(buf);
+	g_free(path);
+	test_rmdir_r(dir);
+	g_free(dir);
+}
+END_TEST
+
 /* Another thread waits (dioloop_aio_free of the shared context) for a
  * request only the bound thread can complete; the bound thread itself
  * waits on a condition with dioloop_aio_cond_wait, which reaps, so both
@@ -319,6 +394,7 @@ static Suite *aio_suite(void)
 	tcase_add_test(tc, test_aio_refused_request_completes_with_error);
 	tcase_add_test(tc, test_aio_reaped_context_runs_done_on_its_thread);
 	tcase_add_test(tc, test_aio_cond_wait_reaps_the_bound_context);
+	tcase_add_test(tc, test_aio_plug_batches_submissions);
 	suite_add_tcase(s, tc);
 	return s;
 }
