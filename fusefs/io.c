@@ -27,6 +27,7 @@
 #include "backends/aio.h"
 #include "fusefs/fs.h"
 #include "fusefs/migrate.h"
+#include "fusefs/session_uring.h"
 
 /* One read or write in flight: its pages and the kernel's request. */
 struct dioloop_io {
@@ -37,6 +38,7 @@ struct dioloop_io {
 	struct dioloop_fs *fs;
 	struct dioloop_node *node;
 	uint64_t start;			/* arrival, ns (statistics) */
+	bool lent;			/* pages are a ring's payload buffer */
 	unsigned int nr_pages;
 	struct bio_vec bvec[];
 };
@@ -56,11 +58,13 @@ static void dioloop_reply_early(fuse_req_t req, struct dioloop_node *node,
 		fuse_reply_write(req, 0);
 }
 
-/* Pages for size bytes as bio_vecs; waits for the pool when it is
+/* Pages for size bytes as bio_vecs: lent (a ring request's payload
+ * buffer, page-aligned) or the pool's; waits for the pool when it is
  * exhausted (in-flight requests give pages back as they complete). */
 static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 					   struct dioloop_node *node,
-					   size_t size, uint64_t start)
+					   size_t size, uint64_t start,
+					   void *lent)
 {
 	struct dioloop_fs *fs = fuse_req_userdata(req);
 	unsigned int n = (unsigned int)((size + DIOLOOP_PAGE_SIZE - 1) /
@@ -75,6 +79,12 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 	io->node = node;
 	io->start = start;
 	io->nr_pages = n;
+	io->lent = lent != NULL;
+	if (lent) {
+		bvec_fill_pages(io->bvec, NULL, lent, size);
+		iov_iter_init_bvec(&io->iter, io->bvec, n, size, 0);
+		return io;
+	}
 	if (dioloop_page_pool_get_many(fs->pool, pages, n) < 0) {
 		/* A thread that reaps its own completions gets the pages
 		 * they give back by reaping them, not by sleeping. */
@@ -96,7 +106,7 @@ static void dioloop_io_free(struct dioloop_io *io)
 {
 	unsigned int i;
 
-	for (i = 0; i < io->nr_pages; i++)
+	for (i = 0; !io->lent && i < io->nr_pages; i++)
 		dioloop_page_pool_put(io->fs->pool, io->bvec[i].bv_page);
 	dioloop_node_io_end(io->node);
 	g_free(io);
@@ -200,7 +210,9 @@ void dioloop_do_read(fuse_req_t req, struct dioloop_node *node, size_t size,
 		dioloop_reply_early(req, node, DIOLOOP_OP_READ, start, 0);
 		return;
 	}
-	dioloop_io_submit(dioloop_io_alloc(req, node, size, start),
+	/* Over io_uring the read lands in the reply's own buffer. */
+	dioloop_io_submit(dioloop_io_alloc(req, node, size, start,
+					   dioloop_uring_lend_payload(size)),
 			  DIOLOOP_READ, off, dioloop_read_done);
 }
 
@@ -210,6 +222,7 @@ void dioloop_do_write(fuse_req_t req, struct dioloop_node *node,
 	uint64_t start = dioloop_stats_begin(&node->stats);
 	struct iovec src = { (void *)buf, size };
 	struct dioloop_io *io;
+	void *lent;
 	struct iov_iter it;
 	unsigned int i;
 
@@ -222,9 +235,17 @@ void dioloop_do_write(fuse_req_t req, struct dioloop_node *node,
 		dioloop_reply_early(req, node, DIOLOOP_OP_WRITE, start, 0);
 		return;
 	}
+	/* Over io_uring the payload stays in the ring's buffer, which the
+	 * request owns until it is replied to: no copy. */
+	lent = dioloop_uring_lend_payload(size);
+	if (lent == buf) {
+		io = dioloop_io_alloc(req, node, size, start, lent);
+		dioloop_io_submit(io, DIOLOOP_WRITE, off, dioloop_write_done);
+		return;
+	}
 	/* The kernel's buffer is the worker's: copy the payload once into
 	 * pages the request owns until it completes. */
-	io = dioloop_io_alloc(req, node, size, start);
+	io = dioloop_io_alloc(req, node, size, start, NULL);
 	iov_iter_init(&it, &src, 1, size, 0);
 	for (i = 0; i < io->nr_pages; i++) {
 		iov_iter_copy_from_user(io->bvec[i].bv_page, &it, 0,

@@ -411,6 +411,7 @@ static void add_transport(JsonBuilder *jb)
 		add_uint(jb, "uring_depth", st.depth);
 		add_uint(jb, "uring_requests", st.requests);
 		add_uint(jb, "uring_replies_handed", st.replies_handed);
+		add_uint(jb, "uring_payloads_lent", st.payloads_lent);
 	}
 	json_builder_end_object(jb);
 }

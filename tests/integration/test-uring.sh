@@ -77,10 +77,12 @@ expect_match "transport=uring: the daemon's log says so at mount" \
 
 before=$(uring_stat "$MNT" uring_requests)
 handed_before=$(uring_stat "$MNT" uring_replies_handed)
+lent_before=$(uring_stat "$MNT" uring_payloads_lent)
 run_fio_verify "node, QD1, 4k" --name=qd1 --filename="$NODE" --rw=randwrite \
 	--bs=4k --iodepth=1 --size=16M
 after=$(uring_stat "$MNT" uring_requests)
 handed=$(($(uring_stat "$MNT" uring_replies_handed) - handed_before))
+lent=$(($(uring_stat "$MNT" uring_payloads_lent) - lent_before))
 # 4096 writes and 4096 verify reads.
 if ((after - before >= 8192)); then
 	it_ok "QD1: every fio I/O came through a ring ($((after - before)) ring requests)"
@@ -94,6 +96,12 @@ if ((handed <= 16)); then
 	it_ok "QD1: replies made on the ring's own thread ($handed of $((after - before)) handed over)"
 else
 	it_fail "QD1: expected the ring's thread to reply to its reads and writes, got $handed of $((after - before)) replies handed over by another thread"
+fi
+# Each read lands in, and each write goes out of, the ring's own buffer.
+if ((lent >= 8192)); then
+	it_ok "QD1: the I/O used the rings' buffers, no copy ($lent of $((after - before)) requests)"
+else
+	it_fail "QD1: expected fio's 8192 reads and writes to use the rings' buffers, got $lent"
 fi
 run_fio_verify "node, QD32, 4k-256k" --name=qd32 --filename="$NODE" --rw=randwrite \
 	--bsrange=4k-256k --iodepth=32 --size=64M
