@@ -329,6 +329,7 @@ int dioloop_cmd_mount(int argc, char **argv)
 		.max_write = DIOLOOP_MAX_WRITE,
 		.commit_ms = -1,
 		.debug = debug,
+		.transport = DIOLOOP_TRANSPORT_AUTO,
 	};
 	dioloop_limits_init(&ms->fs.opts.limits);
 	for (o = opts; o && *o; o++)

@@ -65,6 +65,12 @@ expect_eq "transport=auto with enable_uring=N: serves through /dev/fuse" dev \
 daemon=$DAEMON_PID
 dioloop_umount "$MNT"
 daemon_wait "$daemon"
+DIOLOOP_IT_TRANSPORT='' start_daemon "$SRC" "$MNT"
+expect_eq "no transport option with enable_uring=N: /dev/fuse" dev \
+	"$(uring_stat "$MNT" name)"
+daemon=$DAEMON_PID
+dioloop_umount "$MNT"
+daemon_wait "$daemon"
 
 # On.
 echo Y >"$URING_PARAM" || it_die "cannot write $URING_PARAM"
@@ -125,6 +131,14 @@ daemon=$DAEMON_PID
 dioloop_umount "$MNT"
 daemon_wait "$daemon"
 expect_eq "exit status of the daemon after dioloop umount" 0 "$DAEMON_STATUS"
+
+# No transport option: auto, which takes io_uring when the module allows.
+DIOLOOP_IT_TRANSPORT='' start_daemon "$SRC" "$MNT"
+expect_eq "no transport option with enable_uring=Y: uring (auto is the default)" uring \
+	"$(uring_stat "$MNT" name)"
+daemon=$DAEMON_PID
+dioloop_umount "$MNT"
+daemon_wait "$daemon"
 
 uring_restore
 expect_eq "enable_uring put back" "$URING_OLD" "$(cat "$URING_PARAM")"
