@@ -166,6 +166,11 @@ static int run_mount(struct mount_state *ms, const char *source,
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_max_threads(cfg, ms->fs.opts.threads);
 	fuse_loop_cfg_set_idle_threads(cfg, ms->fs.opts.threads);
+	/* Each worker reads its own clone of /dev/fuse (FUSE_DEV_IOC_CLONE)
+	 * and replies through it: the workers do not queue on one file's
+	 * wait queue and lock.  libfuse falls back to the one fd, saying so,
+	 * where cloning fails. */
+	fuse_loop_cfg_set_clone_fd(cfg, 1);
 	ret = fuse_session_loop_mt(ms->fs.se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 
