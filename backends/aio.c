@@ -267,6 +267,25 @@ static void aio_drain_pending(struct dioloop_aio *aio)
 	}
 }
 
+/*
+ * One request of owner's fewer in flight.  The last one is taken off
+ * under owner->lock: dioloop_aio_free checks the count under that lock,
+ * so it cannot see zero, and free owner, while this thread (which may be
+ * another context's, not one free joins) still touches it.
+ */
+static void aio_owner_put(struct dioloop_aio *owner)
+{
+	int_fast64_t v = atomic_load(&owner->in_flight);
+
+	while (v > 1)
+		if (atomic_compare_exchange_weak(&owner->in_flight, &v, v - 1))
+			return;
+	g_mutex_lock(&owner->lock);
+	if (atomic_fetch_sub(&owner->in_flight, 1) == 1)
+		g_cond_broadcast(&owner->idle);
+	g_mutex_unlock(&owner->lock);
+}
+
 static void aio_req_done(struct dioloop_aio *ctx, struct dioloop_aio_req *req,
 			 long res)
 {
@@ -278,11 +297,7 @@ static void aio_req_done(struct dioloop_aio *ctx, struct dioloop_aio_req *req,
 	req->done(req, res);
 	atomic_fetch_add(&ctx->completed, 1);
 	atomic_fetch_sub(&ctx->carried, 1);
-	if (atomic_fetch_sub(&owner->in_flight, 1) == 1) {
-		g_mutex_lock(&owner->lock);
-		g_cond_broadcast(&owner->idle);
-		g_mutex_unlock(&owner->lock);
-	}
+	aio_owner_put(owner);
 }
 
 /*
