@@ -118,13 +118,33 @@ nfs_ganesha_launch() {
 # it, so a second server would answer the first one's mounts (with
 # MNT3ERR_ACCES: not its export).  ctest runs these tests one at a time;
 # the lock covers tests started by hand beside them.  Held until the test
-# exits (fd closed; a child still running holds it until it ends).
+# exits (fd closed; a child still running holds it until it ends).  The
+# holder removes the lock file at exit (nothing left behind), so a test
+# that was waiting may hold a file that is no longer at the path: it takes
+# the lock again, on the path's new file.
+NFS_LOCK_PATH=
 nfs_take_lock() {
-	exec {NFS_LOCK_FD}>"${TMPDIR:-/tmp}/dioloop-nfs-tests.lock"
-	if ! flock -w 900 "$NFS_LOCK_FD"; then
-		nfs_log "another nfs test held the server lock for 900 s"
-		return 1
-	fi
+	local path=${TMPDIR:-/tmp}/dioloop-nfs-tests.lock deadline=$((SECONDS + 900))
+	[[ -z $NFS_LOCK_PATH ]] || return 0
+	for (( ; ; )); do
+		exec {NFS_LOCK_FD}>>"$path"
+		if ! flock -w $((deadline > SECONDS ? deadline - SECONDS : 1)) "$NFS_LOCK_FD"; then
+			nfs_log "another nfs test held the server lock for 900 s"
+			return 1
+		fi
+		if [[ /proc/self/fd/$NFS_LOCK_FD -ef $path ]]; then
+			NFS_LOCK_PATH=$path
+			return 0
+		fi
+		exec {NFS_LOCK_FD}>&-
+	done
+}
+
+# Remove the lock file, still holding it; the fd closes at exit.
+nfs_drop_lock() {
+	[[ -n $NFS_LOCK_PATH ]] || return 0
+	rm -f "$NFS_LOCK_PATH"
+	NFS_LOCK_PATH=
 }
 
 # nfs_server_start DIR: serve DIR (made if missing).
@@ -186,9 +206,11 @@ nfs_server_restart() {
 
 # Stop what we started: ganesha, then our rpcbind (never one we found).
 nfs_server_cleanup() {
-	[[ -n $NFS_STATE && -d $NFS_STATE ]] || return 0
-	nfs_kill_pidfile "$NFS_STATE/ganesha.pid"
-	nfs_kill_pidfile "$NFS_STATE/rpcbind.pid"
+	if [[ -n $NFS_STATE && -d $NFS_STATE ]]; then
+		nfs_kill_pidfile "$NFS_STATE/ganesha.pid"
+		nfs_kill_pidfile "$NFS_STATE/rpcbind.pid"
+	fi
+	nfs_drop_lock
 }
 
 # As a command: bash nfs-lib.sh STATE_DIR restart|stop|start
