@@ -15,7 +15,8 @@
 #     below the JSON's values;
 #   - --prometheus --textfile FILE writes FILE (node_exporter's textfile
 #     collector) and leaves no temporary file.
-# The load is a dd under a write limit: busy for seconds, not timed.
+# The load is a dd loop under a write limit that runs until every sample
+# is taken: no time window to miss.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 it_begin "dioloop stats: the live view and the Prometheus output" script jq
@@ -35,17 +36,23 @@ widest() {
 must "dioloop stats MNT" "$DIOLOOP_BIN" stats "$MNT"
 expect_eq "the totals table fits 80 columns" yes "$( (($(widest "$IT_TMP/last.out") <= 80)) && echo yes || echo no)"
 
-dd if=/dev/zero of="$MNT/busy.img" bs=64k count=96 oflag=direct conv=notrunc status=none &
-DD_PID=$!
-IT_HELPERS+=("$DD_PID")
+# The writer runs until every sample is taken, however slow the machine:
+# small dd runs in a loop until the file "stop" appears.
+start_helper bash -c 'until [[ -e stop ]]; do
+	dd if=/dev/zero of="$1" bs=64k count=4 oflag=direct conv=notrunc status=none || exit 1
+	echo 4 >>writes.log
+done' writer "$MNT/busy.img"
+DD_PID=$HELPER_PID
 sleep 0.3
 script -qec "stty cols 80 rows 24; '$DIOLOOP_BIN' stats --watch --interval 0.3 --count 3 '$MNT'" \
 	/dev/null >tty.out 2>&1 </dev/null
 script -qec "stty cols 80 rows 24; '$DIOLOOP_BIN' stats --watch --all --interval 0.3 --count 1 '$MNT'" \
 	/dev/null >tty-all.out 2>&1 </dev/null
 "$DIOLOOP_BIN" stats --watch --json --interval 0.3 --count 1 "$MNT" >rates.json
-wait "$DD_PID"
+touch stop
+expect_ok "the writer ends without an error" wait "$DD_PID"
 forget_pid "$DD_PID"
+WRITES=$(awk '{ n += $1 } END { print n + 0 }' writes.log)
 
 expect_eq "on a terminal: 3 reports, each redrawn from home after a clear" 3 \
 	"$(grep -o $'\x1b\\[H\x1b\\[2J' tty.out | wc -l)"
@@ -120,10 +127,10 @@ if command -v promtool >/dev/null 2>&1; then
 else
 	it_fail "promtool is missing (apt-get install prometheus): the output is not linted"
 fi
-expect_match "... busy.img's 96 writes counted" '.*dioloop_requests_total\{node="busy.img",op="write"\} 96.*' \
+expect_match "... busy.img's $WRITES writes counted" ".*dioloop_requests_total\\{node=\"busy.img\",op=\"write\"\\} $WRITES .*" \
 	"$(paste -sd' ' prom.txt)"
-expect_match "... its write latency histogram has 96 requests" \
-	'.*dioloop_request_latency_seconds_count\{node="busy.img",op="write"\} 96.*' "$(paste -sd' ' prom.txt)"
+expect_match "... its write latency histogram has $WRITES requests" \
+	".*dioloop_request_latency_seconds_count\\{node=\"busy.img\",op=\"write\"\\} $WRITES .*" "$(paste -sd' ' prom.txt)"
 
 must "dioloop stats --prometheus --textfile dioloop.prom MNT" \
 	"$DIOLOOP_BIN" stats --prometheus --textfile "$IT_TMP/dioloop.prom" "$MNT"
