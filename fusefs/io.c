@@ -212,7 +212,7 @@ void dioloop_do_read(fuse_req_t req, struct dioloop_node *node, size_t size,
 	}
 	/* Over io_uring the read lands in the reply's own buffer. */
 	dioloop_io_submit(dioloop_io_alloc(req, node, size, start,
-					   dioloop_uring_lend_payload(size)),
+					   dioloop_uring_lend_payload(NULL, size)),
 			  DIOLOOP_READ, off, dioloop_read_done);
 }
 
@@ -237,8 +237,8 @@ void dioloop_do_write(fuse_req_t req, struct dioloop_node *node,
 	}
 	/* Over io_uring the payload stays in the ring's buffer, which the
 	 * request owns until it is replied to: no copy. */
-	lent = dioloop_uring_lend_payload(size);
-	if (lent == buf) {
+	lent = dioloop_uring_lend_payload(buf, size);
+	if (lent) {
 		io = dioloop_io_alloc(req, node, size, start, lent);
 		dioloop_io_submit(io, DIOLOOP_WRITE, off, dioloop_write_done);
 		return;

@@ -277,11 +277,12 @@ static void ent_serve(struct uring_ent *e)
 	serving_ent = NULL;
 }
 
-void *dioloop_uring_lend_payload(size_t size)
+void *dioloop_uring_lend_payload(const void *data, size_t size)
 {
 	struct uring_ent *e = serving_ent;
 
-	if (!e || e->lent || size > pool.payload_sz)
+	if (!e || e->lent || size > pool.payload_sz ||
+	    (data && data != e->payload))
 		return NULL;
 	e->lent = true;
 	atomic_fetch_add_explicit(&pool.payloads_lent, 1,

@@ -51,11 +51,12 @@ void dioloop_uring_init_replied(const struct iovec *iov, int count);
 
 /* The payload buffer of the ring request this thread is serving, lent
  * to its handler for the request's I/O (page-aligned, at least size
- * bytes): a write's payload is already there (the handler's buf), and a
- * read that lands there is replied with no copy.  NULL when the thread
- * serves no ring request, the buffer is too small or was lent already.
- * Valid until the request is replied to. */
-void *dioloop_uring_lend_payload(size_t size);
+ * bytes): a write's payload is already there (the handler's buf, passed
+ * as data), and a read that lands there (data NULL) is replied with no
+ * copy.  NULL when the thread serves no ring request, the buffer is too
+ * small, was lent already, or is not data.  Valid until the request is
+ * replied to. */
+void *dioloop_uring_lend_payload(const void *data, size_t size);
 
 /* session_io.c: send the reply in iov through the ring entry of its
  * request.  False when the request did not come from a ring (write it to

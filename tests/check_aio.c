@@ -153,6 +153,47 @@ START_TEST(test_aio_refused_request_completes_with_error)
 }
 END_TEST
 
+/* A file opened O_DIRECT, n pages filled with fill, a shared context and
+ * a reaped one of the given depth bound to this thread, on an eventfd. */
+struct reaped_rig {
+	char *dir, *path, *buf;
+	int fd, efd;
+	struct dioloop_aio *shared, *mine;
+};
+
+static void reaped_rig_open(struct reaped_rig *g, int n, char fill,
+			    unsigned int depth)
+{
+	g->dir = test_tmpdir();
+	g->path = g_build_filename(g->dir, "img", NULL);
+	g->fd = open(g->path, O_RDWR | O_CREAT | O_DIRECT, 0600);
+	ck_assert_msg(g->fd >= 0, "open O_DIRECT: %s", g_strerror(errno));
+	ck_assert_int_eq(posix_memalign((void **)&g->buf, 4096,
+					(size_t)n * 4096), 0);
+	memset(g->buf, fill, (size_t)n * 4096);
+	g->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ck_assert_int_ge(g->efd, 0);
+	ck_assert_int_eq(dioloop_aio_new(8, "test-aio", &g->shared), 0);
+	ck_assert_int_eq(dioloop_aio_new_reaped(depth, g->efd, &g->mine), 0);
+	ck_assert(!dioloop_aio_thread_bound());
+	dioloop_aio_bind_thread(g->mine);
+	ck_assert(dioloop_aio_thread_bound());
+	atomic_store(&done_count, 0);
+}
+
+static void reaped_rig_close(struct reaped_rig *g)
+{
+	dioloop_aio_free(g->mine);
+	ck_assert_msg(!dioloop_aio_thread_bound(), "free unbinds");
+	dioloop_aio_free(g->shared);
+	close(g->efd);
+	close(g->fd);
+	free(g->buf);
+	g_free(g->path);
+	test_rmdir_r(g->dir);
+	g_free(g->dir);
+}
+
 /*
  * A reaped context bound to this thread: requests submitted "here" through
  * the shared context run their done on this thread, only when it reaps,
@@ -164,45 +205,30 @@ END_TEST
 START_TEST(test_aio_reaped_context_runs_done_on_its_thread)
 {
 	enum { N = 64 };
-	char *dir = test_tmpdir();
-	char *path = g_build_filename(dir, "img", NULL);
-	struct dioloop_aio *shared, *mine;
+	struct reaped_rig g;
 	struct test_req reqs[N + 1];
 	struct dioloop_aio_req *ptrs[N + 1];
 	struct dioloop_aio_stats st;
 	uint64_t v;
-	char *buf;
-	int fd, efd, i, reaped = 0, rounds;
+	int i, reaped = 0, rounds;
 
 	memset(reqs, 0, sizeof(reqs));
-	fd = open(path, O_RDWR | O_CREAT | O_DIRECT, 0600);
-	ck_assert_msg(fd >= 0, "open O_DIRECT: %s", g_strerror(errno));
-	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, N * 4096), 0);
-	memset(buf, 'r', N * 4096);
-	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	ck_assert_int_ge(efd, 0);
-	ck_assert_int_eq(dioloop_aio_new(8, "test-aio", &shared), 0);
-	ck_assert_int_eq(dioloop_aio_new_reaped(4, efd, &mine), 0);
-	ck_assert(!dioloop_aio_thread_bound());
 	ck_assert_int_eq(dioloop_aio_reap_bound(0), -1);
-	dioloop_aio_bind_thread(mine);
-	ck_assert(dioloop_aio_thread_bound());
-
-	atomic_store(&done_count, 0);
+	reaped_rig_open(&g, N, 'r', 4);
 	for (i = 0; i < N; i++) {
-		reqs[i].iov = (struct iovec){ buf + i * 4096, 4096 };
-		reqs[i].aio = mine;
-		dioloop_aio_prep_rw(&reqs[i].req, true, fd, &reqs[i].iov, 1,
+		reqs[i].iov = (struct iovec){ g.buf + i * 4096, 4096 };
+		reqs[i].aio = g.mine;
+		dioloop_aio_prep_rw(&reqs[i].req, true, g.fd, &reqs[i].iov, 1,
 				    (off_t)i * 4096, test_done);
 		ptrs[i] = &reqs[i].req;
 	}
-	reqs[N].aio = mine;
-	reqs[N].iov = (struct iovec){ buf, 512 };
+	reqs[N].aio = g.mine;
+	reqs[N].iov = (struct iovec){ g.buf, 512 };
 	dioloop_aio_prep_rw(&reqs[N].req, false, -1, &reqs[N].iov, 1, 0,
 			    test_done);
 	ptrs[N] = &reqs[N].req;
-	dioloop_aio_submit_here(shared, ptrs, N + 1);
-	dioloop_aio_get_stats(shared, &st);
+	dioloop_aio_submit_here(g.shared, ptrs, N + 1);
+	dioloop_aio_get_stats(g.shared, &st);
 	ck_assert_msg(st.in_flight == N + 1,
 		      "the shared context counts what it carries for us: %"
 		      PRIu64, st.in_flight);
@@ -210,10 +236,10 @@ START_TEST(test_aio_reaped_context_runs_done_on_its_thread)
 	ck_assert_msg(atomic_load(&done_count) == 0,
 		      "no done runs before this thread reaps (%d ran)",
 		      atomic_load(&done_count));
-	ck_assert_msg(read(efd, &v, sizeof(v)) == sizeof(v) && v > 0,
+	ck_assert_msg(read(g.efd, &v, sizeof(v)) == sizeof(v) && v > 0,
 		      "the kernel signals the caller's eventfd");
 	for (rounds = 0; rounds < 10000 && reaped < N + 1; rounds++)
-		reaped += dioloop_aio_reap(mine, 10000);
+		reaped += dioloop_aio_reap(g.mine, 10000);
 	ck_assert_int_eq(reaped, N + 1);
 	ck_assert_int_eq(atomic_load(&done_count), N + 1);
 	for (i = 0; i < N; i++)
@@ -225,21 +251,13 @@ START_TEST(test_aio_reaped_context_runs_done_on_its_thread)
 	ck_assert_msg(reqs[N].res == -EBADF && reqs[N].calls == 1,
 		      "refused: -EBADF once, got %ld x%d", reqs[N].res,
 		      reqs[N].calls);
-	dioloop_aio_get_stats(shared, &st);
+	dioloop_aio_get_stats(g.shared, &st);
 	ck_assert(st.in_flight == 0);
-	dioloop_aio_get_stats(mine, &st);
+	dioloop_aio_get_stats(g.mine, &st);
 	ck_assert_msg(st.deferred > 0, "depth 4 < 64: some waited for room");
 	ck_assert_int_eq(dioloop_aio_reap_bound(0), -1);
 
-	dioloop_aio_free(mine);
-	ck_assert_msg(!dioloop_aio_thread_bound(), "free unbinds");
-	dioloop_aio_free(shared);
-	close(efd);
-	close(fd);
-	free(buf);
-	g_free(path);
-	test_rmdir_r(dir);
-	g_free(dir);
+	reaped_rig_close(&g);
 }
 END_TEST
 
@@ -249,46 +267,34 @@ END_TEST
 START_TEST(test_aio_plug_batches_submissions)
 {
 	enum { N = 16 };
-	char *dir = test_tmpdir();
-	char *path = g_build_filename(dir, "img", NULL);
-	struct dioloop_aio *shared, *mine;
+	struct reaped_rig g;
 	struct test_req reqs[N];
 	struct dioloop_aio_stats st;
-	char *buf;
-	int fd, efd, i, reaped = 0, rounds;
+	int i, reaped = 0, rounds;
 
 	memset(reqs, 0, sizeof(reqs));
-	fd = open(path, O_RDWR | O_CREAT | O_DIRECT, 0600);
-	ck_assert_msg(fd >= 0, "open O_DIRECT: %s", g_strerror(errno));
-	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, N * 4096), 0);
-	memset(buf, 'p', N * 4096);
-	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	ck_assert_int_ge(efd, 0);
-	ck_assert_int_eq(dioloop_aio_new(8, "test-aio", &shared), 0);
-	ck_assert_int_eq(dioloop_aio_new_reaped(64, efd, &mine), 0);
-	dioloop_aio_bind_thread(mine);
-	atomic_store(&done_count, 0);
+	reaped_rig_open(&g, N, 'p', 64);
 
 	dioloop_aio_plug();
 	for (i = 0; i < N; i++) {
 		struct dioloop_aio_req *p = &reqs[i].req;
 
-		reqs[i].iov = (struct iovec){ buf + i * 4096, 4096 };
-		reqs[i].aio = mine;
-		dioloop_aio_prep_rw(&reqs[i].req, true, fd, &reqs[i].iov, 1,
+		reqs[i].iov = (struct iovec){ g.buf + i * 4096, 4096 };
+		reqs[i].aio = g.mine;
+		dioloop_aio_prep_rw(&reqs[i].req, true, g.fd, &reqs[i].iov, 1,
 				    (off_t)i * 4096, test_done);
-		dioloop_aio_submit_here(shared, &p, 1);
+		dioloop_aio_submit_here(g.shared, &p, 1);
 	}
-	dioloop_aio_get_stats(mine, &st);
+	dioloop_aio_get_stats(g.mine, &st);
 	ck_assert_msg(st.submitted == 0, "plugged: nothing submitted yet, "
 		      "got %" PRIu64, st.submitted);
 	dioloop_aio_unplug();
-	dioloop_aio_get_stats(mine, &st);
+	dioloop_aio_get_stats(g.mine, &st);
 	ck_assert_msg(st.submitted == N && st.batches == 1,
 		      "unplugged: %d requests in one io_submit, got %" PRIu64
 		      " in %" PRIu64, N, st.submitted, st.batches);
 	for (rounds = 0; rounds < 10000 && reaped < N; rounds++)
-		reaped += dioloop_aio_reap(mine, 10000);
+		reaped += dioloop_aio_reap(g.mine, 10000);
 	ck_assert_int_eq(reaped, N);
 
 	/* Plugged again: a reaping wait submits what it holds. */
@@ -296,9 +302,9 @@ START_TEST(test_aio_plug_batches_submissions)
 	for (i = 0; i < N; i++) {
 		struct dioloop_aio_req *p = &reqs[i].req;
 
-		dioloop_aio_prep_rw(&reqs[i].req, false, fd, &reqs[i].iov, 1,
+		dioloop_aio_prep_rw(&reqs[i].req, false, g.fd, &reqs[i].iov, 1,
 				    (off_t)i * 4096, test_done);
-		dioloop_aio_submit_here(shared, &p, 1);
+		dioloop_aio_submit_here(g.shared, &p, 1);
 	}
 	for (rounds = 0; rounds < 10000 && atomic_load(&done_count) < 2 * N;
 	     rounds++)
@@ -307,14 +313,7 @@ START_TEST(test_aio_plug_batches_submissions)
 	for (i = 0; i < N; i++)
 		ck_assert_msg(reqs[i].res == 4096, "read %d: %ld", i,
 			      reqs[i].res);
-	dioloop_aio_free(mine);
-	dioloop_aio_free(shared);
-	close(efd);
-	close(fd);
-	free(buf);
-	g_free(path);
-	test_rmdir_r(dir);
-	g_free(dir);
+	reaped_rig_close(&g);
 }
 END_TEST
 
