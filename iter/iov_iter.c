@@ -327,3 +327,21 @@ size_t bvec_length(const struct bio_vec *bvec, unsigned long nr_segs)
 		len += (bvec++)->bv_len;
 	return len;
 }
+
+int iovec_merge_adjacent(struct iovec *vecs, int n)
+{
+	int out = 0, k;
+
+	for (k = 0; k < n; k++) {
+		if (vecs[k].iov_len == 0)
+			continue;
+		if (out > 0 && (char *)vecs[out - 1].iov_base +
+				       vecs[out - 1].iov_len ==
+			       (char *)vecs[k].iov_base) {
+			vecs[out - 1].iov_len += vecs[k].iov_len;
+			continue;
+		}
+		vecs[out++] = vecs[k];
+	}
+	return out;
+}

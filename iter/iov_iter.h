@@ -127,6 +127,13 @@ size_t iov_iter_zero(struct iov_iter *i, size_t bytes);
 unsigned long bvec_fill_pages(struct bio_vec *bvec, void *const *pages,
 			      void *buf, size_t len);
 
+/* Join neighbours of vecs[0..n) that are one run of memory (a page-
+ * aligned buffer described page by page) and drop empty ones, in place:
+ * the same bytes in the same order in fewer entries.  Returns the new
+ * count.  A store that pays per segment (librbd builds a buffer list of
+ * them) gets a 1 MiB buffer as one entry instead of 256. */
+int iovec_merge_adjacent(struct iovec *vecs, int n);
+
 /* Total length of an array of bio_vecs (bio.h's bvec_length()). */
 size_t bvec_length(const struct bio_vec *bvec, unsigned long nr_segs);
 

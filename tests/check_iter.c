@@ -389,6 +389,44 @@ static void op_advance(struct layout *l, struct iov_iter *it,
 	check_arena(l, "advance");
 }
 
+/* iovec_merge_adjacent over what get_iovecs gave (n entries from logical
+ * byte pos): the same bytes in order, no empty entry, and no two
+ * neighbours left that are one run of memory. */
+static void check_merged(const struct layout *l, const struct iovec *vecs,
+			 int n, size_t pos)
+{
+	struct iovec *m = g_memdup2(vecs, sizeof(*vecs) * (size_t)MAX(n, 1));
+	int k, merged = iovec_merge_adjacent(m, n);
+	size_t p = pos;
+
+	ck_assert_msg(merged >= 0 && merged <= n,
+		      "merge: expected 0..%d entries, got %d", n, merged);
+	ck_assert_msg((n == 0) == (merged == 0),
+		      "merge: expected entries iff there were any");
+	for (k = 0; k < merged; k++) {
+		size_t j;
+
+		ck_assert_msg(m[k].iov_len > 0, "merge: empty entry %d", k);
+		for (j = 0; j < m[k].iov_len; j++)
+			if ((char *)m[k].iov_base + j !=
+			    l->arena + l->addr[p + j])
+				break;
+		ck_assert_msg(j == m[k].iov_len,
+			      "%s merge: entry %d byte %zu does not address "
+			      "logical byte %zu", kind_name[l->kind], k, j,
+			      p + j);
+		if (k > 0)
+			ck_assert_msg((char *)m[k - 1].iov_base +
+					      m[k - 1].iov_len !=
+				      (char *)m[k].iov_base,
+				      "%s merge: entries %d and %d left apart "
+				      "though one run of memory",
+				      kind_name[l->kind], k - 1, k);
+		p += m[k].iov_len;
+	}
+	g_free(m);
+}
+
 static void op_get_iovecs(struct layout *l, struct iov_iter *it,
 			  struct model *m, struct test_rng *r)
 {
@@ -445,6 +483,7 @@ static void op_get_iovecs(struct layout *l, struct iov_iter *it,
 		      "bytes unless max_vecs ran out, got %zu in %d vecs",
 		      kind_name[l->kind], MIN(max_bytes, count), sum, n);
 	check_unchanged(&before, it, "get_iovecs");
+	check_merged(l, vecs, n, m->pos);
 	g_free(vecs);
 }
 

@@ -305,6 +305,9 @@ ssize_t drbd_submit_io(struct drbd *d, struct kiocb *iocb)
 		drbd_req_free(req);
 		return -EINVAL;
 	}
+	/* librbd pays per entry (a buffer list of them): a page-aligned
+	 * buffer, such as an io_uring request's payload, goes as one. */
+	req->iovcnt = iovec_merge_adjacent(req->iov, req->iovcnt);
 	req->count = count;
 	req->pos = pos;
 	/* From here an asynchronous request may complete (and iocb and req

@@ -27,6 +27,7 @@ import time
 
 RBD_TARGETS = {
     "rbd-node": "dioloop rbd node",
+    "rbd-uring-node": "dioloop rbd node, io_uring",
     "rbd-bench": "rbd bench (librbd)",
 }
 RBD_POOL = "rbd"
@@ -71,7 +72,7 @@ def rbd_notes(targets, workloads):
             why = rbd_bench_args(rw, bs, qd)[1]
             if why:
                 out.append(f"- rbd bench, {label}: empty, {why}.")
-    if "rbd-node" in targets or "rbd-bench" in targets:
+    if set(RBD_TARGETS) & set(targets):
         out.append("- rbd columns: a throwaway one-OSD Ceph cluster on 127.0.0.1 "
                    "(tools/ceph-cluster) on the same cores; the OSD's CPU is not "
                    "counted as server CPU.")
