@@ -15,12 +15,22 @@
  * Order, so that a refusal leaves every loop device as it was: claim our
  * loop devices exclusively (a file system on one: refuse), flush the
  * nodes, then detach and unmount.
+ *
+ * Then wait for the daemon to exit: it closes its images and lets go of
+ * their locks after the unmount, and a user who runs `dioloop check` or
+ * mounts the images again right after `dioloop umount` must find them
+ * free.  The daemon is named by its own statistics (pid) and held by a
+ * pidfd taken while the mount still answers, so a recycled PID is never
+ * waited for.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <json-glib/json-glib.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
@@ -31,6 +41,11 @@
 
 /* How long a detached loop device may take to let go of its node. */
 #define UMOUNT_DETACH_TIMEOUT_MS 1000
+/* How long the daemon may take to close its images after the unmount
+ * before umount says so, and then before it stops waiting (a remote
+ * image whose server is gone can hold the close up to its timeout). */
+#define UMOUNT_EXIT_NOTICE_MS 10000
+#define UMOUNT_EXIT_WAIT_MS 120000
 
 /*
  * The topmost mount at path in /proc/self/mountinfo: its fstype and
@@ -59,15 +74,34 @@ static int mountinfo_find(const char *path, char **fstype, char **source,
 	return -ENOENT;
 }
 
+/* A pidfd for the daemon whose statistics are text (its "pid"), or -1
+ * when they name none or it cannot be had (then umount does not wait). */
+static int daemon_pidfd(const char *text)
+{
+	g_autoptr(JsonParser) p = json_parser_new();
+	JsonObject *root;
+	gint64 pid;
+
+	if (!json_parser_load_from_data(p, text, -1, NULL) ||
+	    !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(p)))
+		return -1;
+	root = json_node_get_object(json_parser_get_root(p));
+	pid = json_object_get_int_member_with_default(root, "pid", 0);
+	if (pid <= 0 || pid > INT32_MAX)
+		return -1;
+	return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+}
+
 /*
  * Check that real is a dioloop mount: the topmost mount there is
  * fuse.dioloop, it is what path resolves to (same device), and its
- * statistics file answers.  Sets *dev and *remote (a URL source, such
- * as nfs:// or rbd://: its images live on a server); true, or false
- * after a one-line message.  Changes nothing.
+ * statistics file answers.  Sets *dev, *remote (a URL source, such as
+ * nfs:// or rbd://: its images live on a server) and *pidfd (the daemon
+ * serving it, or -1); true, or false after a one-line message.  Changes
+ * nothing.
  */
 static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
-			     bool *remote)
+			     bool *remote, int *pidfd)
 {
 	g_autofree char *fstype = NULL, *source = NULL, *stats = NULL;
 	g_autofree char *text = NULL;
@@ -107,7 +141,33 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 	}
 	*remote = g_str_has_prefix(source, DIOLOOP_FSNAME_PREFIX) &&
 		  backend_is_url(source + strlen(DIOLOOP_FSNAME_PREFIX));
+	*pidfd = daemon_pidfd(text);
 	return true;
+}
+
+/* Wait for the daemon of an unmounted mount to exit (pidfd readable),
+ * saying so once if it takes long, and giving up after
+ * UMOUNT_EXIT_WAIT_MS: the unmount itself is done either way. */
+static void wait_daemon_exit(const char *arg, int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	int waited = 0, r;
+
+	if (pidfd < 0)
+		return;
+	while (waited < UMOUNT_EXIT_WAIT_MS) {
+		r = poll(&p, 1, UMOUNT_EXIT_NOTICE_MS);
+		if (r > 0 || (r < 0 && errno != EINTR))
+			return;
+		if (r < 0)
+			continue;
+		if (waited == 0)
+			dioloop_err("umount: %s: unmounted; waiting for its "
+				    "daemon to close the images", arg);
+		waited += UMOUNT_EXIT_NOTICE_MS;
+	}
+	dioloop_err("umount: %s: unmounted; its daemon is still closing the "
+		    "images after %d s", arg, UMOUNT_EXIT_WAIT_MS / 1000);
 }
 
 /* Close every claim, detaching nothing, and empty the array. */
@@ -270,32 +330,15 @@ static bool fusermount_unmount(const char *real)
 	return true;
 }
 
-int dioloop_cmd_umount(int argc, char **argv)
+/* Claim, flush, detach, unmount: an exit status; *unmounted tells
+ * whether the unmount itself was done. */
+static int umount_mount(const char *real, dev_t dev, bool remote,
+			bool *unmounted)
 {
-	GOptionEntry entries[] = { { NULL } };
-	g_autofree char *real = NULL;
+	int lost = 0;
 	GArray *claims;
-	bool remote = false;
-	int lost = 0, ret;
-	dev_t dev = 0;
+	int ret;
 
-	if (!dioloop_parse_args("umount", "MOUNTPOINT",
-				"Flush every node, detach its loop devices and "
-				"unmount.  Only a dioloop mount.", entries,
-				&argc, &argv))
-		return DIOLOOP_EXIT_USAGE;
-	if (argc != 2) {
-		dioloop_err("umount: expected one MOUNTPOINT, got %d arguments",
-			    argc - 1);
-		return DIOLOOP_EXIT_USAGE;
-	}
-	real = realpath(argv[1], NULL);
-	if (!real) {
-		dioloop_err("umount: %s: %s", argv[1], g_strerror(errno));
-		return DIOLOOP_EXIT_USAGE;
-	}
-	if (!is_dioloop_mount(argv[1], real, &dev, &remote))
-		return DIOLOOP_EXIT_USAGE;
 	claims = g_array_new(FALSE, TRUE, sizeof(struct dioloop_loop_claim));
 	if (!claim_our_loops(real, dev, claims)) {
 		claims_free(claims);
@@ -313,5 +356,39 @@ int dioloop_cmd_umount(int argc, char **argv)
 		return DIOLOOP_EXIT_FAIL;
 	if (!fusermount_unmount(real))
 		return DIOLOOP_EXIT_FAIL;
+	*unmounted = true;
 	return lost ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
+}
+
+int dioloop_cmd_umount(int argc, char **argv)
+{
+	GOptionEntry entries[] = { { NULL } };
+	g_autofree char *real = NULL;
+	bool remote = false, unmounted = false;
+	int ret, pidfd = -1;
+	dev_t dev = 0;
+
+	if (!dioloop_parse_args("umount", "MOUNTPOINT",
+				"Flush every node, detach its loop devices and "
+				"unmount.  Only a dioloop mount.", entries,
+				&argc, &argv))
+		return DIOLOOP_EXIT_USAGE;
+	if (argc != 2) {
+		dioloop_err("umount: expected one MOUNTPOINT, got %d arguments",
+			    argc - 1);
+		return DIOLOOP_EXIT_USAGE;
+	}
+	real = realpath(argv[1], NULL);
+	if (!real) {
+		dioloop_err("umount: %s: %s", argv[1], g_strerror(errno));
+		return DIOLOOP_EXIT_USAGE;
+	}
+	if (!is_dioloop_mount(argv[1], real, &dev, &remote, &pidfd))
+		return DIOLOOP_EXIT_USAGE;
+	ret = umount_mount(real, dev, remote, &unmounted);
+	if (unmounted)
+		wait_daemon_exit(argv[1], pidfd);
+	if (pidfd >= 0)
+		close(pidfd);
+	return ret;
 }

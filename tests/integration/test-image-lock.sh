@@ -8,7 +8,10 @@
 #    serving it;
 #  - a symlink alias inside one source shares its target's lock;
 #  - two read-only mounts may share an image;
-#  - once the first daemon is gone, the second serves the image.
+#  - once the first daemon is gone, the second serves the image;
+#  - `dioloop umount` returns once the daemon has closed its images and
+#    exited, even when closing takes seconds (a 2 s fault delay on flush),
+#    so the image is free for the next command at once.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 it_begin "image locks: a second mount of an image is refused, naming the holder" jq
@@ -84,5 +87,19 @@ daemon_wait_stop "$IT_TMP/mnt3" "$PID3"
 daemon_wait_stop "$IT_TMP/mnt4" "$PID4"
 dioloop_umount "$MNT2"
 [[ -n ${pid2:-} ]] && wait_gone "$pid2" 10 && forget_pid "$pid2"
+
+it_log "---- dioloop umount waits for the daemon to close its images"
+SRC5=$IT_TMP/src5
+mkdir -p "$SRC5"
+must "dioloop create --size 8M slow.img" "$DIOLOOP_BIN" create --size 8M "$SRC5/slow.img"
+start_daemon "$SRC5" "$IT_TMP/mnt5"
+PID5=$DAEMON_PID
+expect_io "write slow.img" "ok 65536" pwrite "$IT_TMP/mnt5/slow.img" 0 65536 5
+must "dioloop fault slow.img flush delay=2s" "$DIOLOOP_BIN" fault "$IT_TMP/mnt5/slow.img" flush delay=2s
+dioloop_umount "$IT_TMP/mnt5"
+expect_eq "the daemon has exited when dioloop umount returns" no \
+	"$(pid_alive "$PID5" && echo yes || echo no)"
+daemon_wait "$PID5"
+expect_eq "exit status of the daemon" 0 "$DAEMON_STATUS"
 
 it_end
