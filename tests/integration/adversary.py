@@ -11,9 +11,10 @@ for tests/integration/test-adversary.sh.
       Open FILE, read its first 64 KiB, close; again for SECONDS.  Prints
       "leak" as soon as MARKER (text) is among the bytes read, else
       "ok OPENS ERRORS" (errors: opens or reads that failed).
-  scribble FILE SECONDS
+  scribble FILE SECONDS [MIN-WRITES]
       Open FILE read-write, write "SCRIBBLED" at 0, fsync, close; again for
-      SECONDS.  Prints "ok WRITES ERRORS".
+      SECONDS, and past them (up to 60 s) until MIN-WRITES got through.
+      Prints "ok WRITES ERRORS".
   chmod-loop FILE MODE SECONDS
       chmod FILE to MODE (octal) for SECONDS.  Prints "ok N ERRORS".
 """
@@ -63,10 +64,13 @@ def scan(path, marker, seconds):
     print("ok", opens, errors)
 
 
-def scribble(path, seconds):
+def scribble(path, seconds, min_writes=0):
+    # Past the time, until min_writes writes got through (up to 60 s more):
+    # a slow machine may give the window none.
     end = time.monotonic() + seconds
     writes = errors = 0
-    while time.monotonic() < end:
+    while time.monotonic() < end or (writes < min_writes and
+                                     time.monotonic() < end + 60):
         try:
             fd = os.open(path, os.O_RDWR)
         except OSError:
@@ -103,8 +107,8 @@ def main(argv):
         flip(a[0], a[1], a[2], float(a[3]))
     elif cmd == "scan" and len(a) == 3:
         scan(a[0], a[1], float(a[2]))
-    elif cmd == "scribble" and len(a) == 2:
-        scribble(a[0], float(a[1]))
+    elif cmd == "scribble" and len(a) in (2, 3):
+        scribble(a[0], float(a[1]), int(a[2]) if len(a) == 3 else 0)
     elif cmd == "chmod-loop" and len(a) == 3:
         chmod_loop(a[0], int(a[1], 8), float(a[2]))
     else:

@@ -226,7 +226,8 @@ start_helper() {
 # ---------------------------------------------------------------- daemon
 
 # start_daemon SRC MNT [MOUNT-ARGS...]: `dioloop mount -f` in the
-# background; waits up to 10 s for the mount.  Sets DAEMON_PID, DAEMON_LOG.
+# background; waits up to 60 s for the mount (an ASan build on a busy
+# machine, or a remote source, can take seconds).  Sets DAEMON_PID, DAEMON_LOG.
 # DIOLOOP_IT_TRANSPORT=uring|dev adds -o transport=... (tools/run-tests
 # runs the suite over each transport).
 start_daemon() {
@@ -243,7 +244,7 @@ start_daemon() {
 	DAEMON_PID=$!
 	IT_PIDS+=("$DAEMON_PID")
 	IT_FUSE+=("$mnt")
-	for ((i = 0; i < 100; i++)); do
+	for ((i = 0; i < 600; i++)); do
 		if mountpoint -q "$mnt"; then
 			return 0
 		fi
@@ -254,7 +255,7 @@ start_daemon() {
 		sleep 0.1
 	done
 	it_show "$DAEMON_LOG"
-	it_die "dioloop mount -f $* $src $mnt: not mounted after 10 s"
+	it_die "dioloop mount -f $* $src $mnt: not mounted after 60 s"
 }
 
 # find_daemon_pid MNT: PIDs of `dioloop ... mount ... MNT` processes (a
@@ -274,12 +275,12 @@ find_daemon_pid() {
 	done
 }
 
-# daemon_wait PID: wait (up to 15 s) for a daemon to exit; sets
+# daemon_wait PID: wait (up to 60 s) for a daemon to exit; sets
 # DAEMON_STATUS to its exit status when it is our child, "exited" when it
 # is not (a background daemon), "running" if it did not exit.
 daemon_wait() {
 	local rc=0
-	if ! wait_gone "$1" 15; then
+	if ! wait_gone "$1" 60; then
 		DAEMON_STATUS=running
 		return
 	fi
@@ -354,7 +355,7 @@ forget_loop() {
 # detach_loop DEV: losetup -d, checked, and wait until it is gone.
 detach_loop() {
 	if expect_ok "losetup -d $1" losetup -d "$1"; then
-		if wait_detached "$1" 10; then
+		if wait_detached "$1" 30; then
 			forget_loop "$1"
 		else
 			it_fail "losetup -d $1: expected the device to let go of its file, still backed by $(loop_backing "$1")"
@@ -459,7 +460,7 @@ run_fio_verify() {
 	out=$IT_TMP/fio.$NFIO.out
 	it_log "fio $what"
 	timeout -k 10 240 fio --direct=1 --ioengine=libaio --verify=crc32c \
-		--do_verify=1 --verify_fatal=1 --randrepeat=0 --runtime=60 \
+		--do_verify=1 --verify_fatal=1 --randrepeat=0 \
 		--verify_state_save=0 "$@" </dev/null >"$out" 2>&1 || rc=$?
 	if ((rc != 0)); then
 		it_fail "fio $what: expected exit status 0, got $rc"

@@ -148,13 +148,9 @@ nfs_drop_lock() {
 }
 
 # nfs_server_start DIR: serve DIR (made if missing).
-nfs_server_start() {
+# nfs_server_configure DIR: free ports and ganesha.conf exporting DIR.
+nfs_server_configure() {
 	local dir=$1
-	nfs_take_lock || return 1
-	mkdir -p "$dir" || return 1
-	dir=$(cd "$dir" && pwd -P)
-	NFS_STATE=${IT_TMP:?}/nfs-server
-	mkdir -p "$NFS_STATE"
 	NFS_PORT=$(nfs_free_port) && MNT_PORT=$(nfs_free_port) || return 1
 	while [[ $MNT_PORT == "$NFS_PORT" ]]; do MNT_PORT=$(nfs_free_port); done
 	echo "$NFS_PORT" >"$NFS_STATE/nfs_port"
@@ -183,9 +179,25 @@ EXPORT {
 LOG { Default_Log_Level = WARN; }
 EOF
 	NFS_URL_BASE="nfs://127.0.0.1:$NFS_PORT$dir"
+}
+
+nfs_server_start() {
+	local dir=$1
+	nfs_take_lock || return 1
+	mkdir -p "$dir" || return 1
+	dir=$(cd "$dir" && pwd -P)
+	NFS_STATE=${IT_TMP:?}/nfs-server
+	mkdir -p "$NFS_STATE"
 	# lib.sh's EXIT trap runs after ours, with the test's status.
 	trap 'nfs_rc=$?; nfs_server_cleanup; (exit $nfs_rc); it_cleanup' EXIT
-	nfs_ganesha_launch || return 1
+	# A free port can be taken by another process before ganesha binds
+	# it: new ports, up to three times.
+	for try in 1 2 3; do
+		nfs_server_configure "$dir" || return 1
+		nfs_ganesha_launch && break
+		((try < 3)) || return 1
+		nfs_log "ganesha did not start on ports $NFS_PORT/$MNT_PORT: trying others"
+	done
 	nfs_log "ganesha serves $dir on 127.0.0.1 (NFS port $NFS_PORT, MOUNT port $MNT_PORT)"
 }
 

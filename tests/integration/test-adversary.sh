@@ -131,7 +131,7 @@ start_helper adv scan "$MNT/flip.img" ROOT-SECRET "$RACE_SECONDS" >"$IT_TMP/scan
 SCAN_USER=$HELPER_PID
 start_helper "$IT_PY" "$IT_DIR/adversary.py" scan "$MNT/flip.img" ROOT-SECRET "$RACE_SECONDS" >"$IT_TMP/scan-root.out" 2>&1
 SCAN_ROOT=$HELPER_PID
-start_helper adv scribble "$MNT/flip.img" "$RACE_SECONDS" >"$IT_TMP/scribble.out"
+start_helper adv scribble "$MNT/flip.img" "$RACE_SECONDS" 1 >"$IT_TMP/scribble.out"
 SCRIBBLE=$HELPER_PID
 start_helper adv chmod-loop "$MNT/flip.img" 0666 "$RACE_SECONDS" >"$IT_TMP/chmod.out"
 CHMOD=$HELPER_PID

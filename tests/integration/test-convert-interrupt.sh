@@ -32,10 +32,12 @@ interrupted() {
 	"$DIOLOOP_BIN" convert "$@" links/big.img "$dst" 2>"$IT_TMP/conv.err" &
 	pid=$!
 	IT_HELPERS+=("$pid")
-	for ((i = 0; i < 100; i++)); do
+	for ((i = 0; i < 600; i++)); do
 		[[ -e $dst ]] && break
+		pid_alive "$pid" || break
 		sleep 0.1
 	done
+	[[ -e $dst ]] || it_die "convert made no $dst: $(cat "$IT_TMP/conv.err")"
 	sleep 1
 	kill -"$sig" "$pid"
 	RC=0

@@ -100,7 +100,7 @@ must "rbd import c.cow rbd/$RBD_NS/c.cow" timeout 120 rbd import --no-progress c
 must "dioloop info $RBD_URL/c.cow" "$DIOLOOP_BIN" info "$RBD_URL/c.cow"
 expect_match "info: a cow image on rbd" '.*format: +cow on rbd.*' "$(paste -sd' ' "$IT_TMP/last.out")"
 
-start_daemon "$RBD_URL?timeout=20" "$MNT"
+start_daemon "$RBD_URL?timeout=120" "$MNT"
 expect_eq "the nodes of the cow images" "c.cow made" "$(names "$MNT" | paste -sd' ')"
 expect_eq "stats.json: the created image is served as a cow node" cow \
 	"$(jq -r '.nodes.made.format' "$MNT/.dioloop/stats.json" 2>&1)"

@@ -68,9 +68,15 @@ WLOG=$IT_TMP/writer.sha256
 : >"$WLOG"
 start_helper nodeio write-loop "$INNER" w 256K "$WLOG" 240
 WRITER=$HELPER_PID
-sleep 2
+# A few files fsync'd, however slow the machine: 237 more are to come.
+deadline=$((SECONDS + 120))
+while (($(wc -l <"$WLOG") < 3)) && pid_alive "$WRITER" && ((SECONDS < deadline)); do
+	sleep 0.1
+done
 # Files whose fsync returned before the snapshot: they must be in it.
 cp "$WLOG" "$IT_TMP/before-live.sha256"
+expect_eq "the writer is still writing at the live snapshot" yes \
+	"$(pid_alive "$WRITER" && echo yes || echo no)"
 expect_ctl "snapshot while the writer runs" "base.cow@live" snapshot base.cow live
 sleep 1
 must "fsfreeze -f $INNER" fsfreeze -f "$INNER"
@@ -151,7 +157,15 @@ expect_eq "delete-volume of a node attached to a loop device: EBUSY" EBUSY \
 	"$(ctl_errno "$MNT" delete-volume base.cow@fsck)"
 detach_loop "$FSCKDEV"
 used0=$(node_stat "$MNT" base.cow allocated)
-for v in fsck live frozen; do
+# The loop driver's close of the node reaches the daemon as a FUSE
+# RELEASE after losetup -d has returned: EBUSY until it has.
+deadline=$((SECONDS + 30))
+while err=$(ctl_errno "$MNT" delete-volume base.cow@fsck) && [[ $err == EBUSY ]] &&
+	((SECONDS < deadline)); do
+	sleep 0.1
+done
+expect_eq "delete-volume base.cow@fsck once the loop device let go of it" ok "$err"
+for v in live frozen; do
 	expect_ctl "delete-volume base.cow@$v" "deleted base.cow@$v" delete-volume "base.cow@$v"
 done
 used1=$(node_stat "$MNT" base.cow allocated)

@@ -47,14 +47,15 @@ start_helper "$IT_PY" "$IT_DIR/nodeio.py" write-loop "$IN" stream 64K "$STREAM_L
 	</dev/null >"$IT_TMP/stream.out" 2>&1
 WRITER_PID=$HELPER_PID
 
-# Let the load run until the writer has fsync'd a few files (up to 20 s).
-for ((i = 0; i < 200; i++)); do
+# Let the load run until the writer has fsync'd a few files (up to 60 s:
+# an ASan build on a busy machine).
+for ((i = 0; i < 600; i++)); do
 	(($(wc -l <"$STREAM_LOG") >= 10)) && break
 	sleep 0.1
 done
 sleep 1
 n_before=$(wc -l <"$STREAM_LOG")
-((n_before > 0)) || it_die "the writer fsync'd no file in 20 s: $(cat "$IT_TMP/stream.out")"
+((n_before > 0)) || it_die "the writer fsync'd no file in 60 s: $(cat "$IT_TMP/stream.out")"
 expect_eq "fio still running when the daemon is killed" yes "$(pid_alive "$FIO_PID" && echo yes || echo no)"
 expect_eq "writer still running when the daemon is killed" yes "$(pid_alive "$WRITER_PID" && echo yes || echo no)"
 

@@ -77,9 +77,17 @@ expect_eq "after a restart b.img is served from the server" "$sha_node" \
 # The server goes away in the middle of a migration.
 must "fill c.img with 48 MiB of data" \
 	dd if=/dev/urandom of="$MNT/c.img" bs=1M count=48 oflag=direct conv=notrunc status=none
+# 1 MiB/s: a chunk a second for 48 s.  The server stops once the copy
+# is under way (an event, not a guessed second), long before it ends.
 expect_ok "start migrating c.img to the server, slowly" \
-	"$DIOLOOP_BIN" migrate --detach --bps 8M "$MNT/c.img" "$NFS_URL_BASE/c.img?timeout=5"
-sleep 1
+	"$DIOLOOP_BIN" migrate --detach --bps 1M "$MNT/c.img" "$NFS_URL_BASE/c.img?timeout=5"
+copied=0
+for ((i = 0; i < 600; i++)); do
+	copied=$(jq -r '.nodes["c.img"].migration.copied // 0' "$MNT/.dioloop/stats.json" 2>/dev/null)
+	[[ $copied =~ ^[0-9]+$ ]] && ((copied > 0)) && break
+	sleep 0.1
+done
+expect_match "the copy to the server is under way when it stops" '[1-9][0-9]*' "$copied"
 nfs_server_stop
 it_log "server stopped"
 # ctl LINE: one control command, its reply's first line.
@@ -93,7 +101,7 @@ except OSError:
 print(os.pread(fd, 65536, 0).decode().splitlines()[0])' "$MNT/.dioloop/ctl" "$1"
 }
 state=
-for ((i = 0; i < 90; i++)); do
+for ((i = 0; i < 240; i++)); do
 	state=$(ctl "migrate-status c.img" 2>&1 | cut -d' ' -f1)
 	[[ $state == failed || $state == cancelled || $state == done ]] && break
 	sleep 0.5

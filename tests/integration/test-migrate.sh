@@ -193,7 +193,14 @@ umount_inner "$TINY"
 
 start_helper "$DIOLOOP_BIN" migrate --bps 2M "$MNT/c.img" "$DST/c.raw"
 CLI=$HELPER_PID
-sleep 1.5
+# The command sets its SIGINT handler before it asks the daemon: once the
+# daemon shows the migration, a Ctrl-C reaches the handler.
+for _ in $(seq 300); do
+	"$DIOLOOP_BIN" migrate --status "$MNT/c.img" 2>/dev/null |
+		grep -qF "migrating to $DST/c.raw (" && break
+	pid_alive "$CLI" || break
+	sleep 0.1
+done
 kill -INT "$CLI"
 rc=0
 wait "$CLI" || rc=$?
@@ -207,12 +214,16 @@ expect_match "cancel with nothing running says so" ".*no migration.*running.*" "
 
 # ---------------------------------------------------------------- a running migration is visible
 
-# 32 MiB at 1 MiB/s: 32 s, long past the checks below however slow the
-# machine (at 4 MiB/s an ASan build's commands once outlasted it); it is
-# cancelled, not waited for.
+# At 16 KiB/s the first 1 MiB chunk goes at once and the second waits
+# about a minute: running through the checks below however slow the
+# machine; it is cancelled, not waited for.
 expect_ok "start a slow migration of c.img (--detach)" \
-	"$DIOLOOP_BIN" migrate --detach --bps 1M "$MNT/c.img" "$DST/c3.raw"
-sleep 1.5
+	"$DIOLOOP_BIN" migrate --detach --bps 16K "$MNT/c.img" "$DST/c3.raw"
+for _ in $(seq 300); do
+	copied=$(jq -r '.nodes["c.img"].migration.copied // 0' "$MNT/.dioloop/stats.json" 2>/dev/null)
+	[[ $copied =~ ^[0-9]+$ ]] && ((copied > 0)) && break
+	sleep 0.1
+done
 mig=$(jq -c '.nodes["c.img"].migration' "$MNT/.dioloop/stats.json" 2>&1)
 expect_eq "stats.json: the migration's phase, destination, pass" \
 	"copying $DST/c3.raw raw 1" \
@@ -251,7 +262,7 @@ expect_match "a snapshot during the migration names it too" \
 	".*a migration to $DST/c3\.raw is running on 'c\.img'.*" \
 	"$("$DIOLOOP_BIN" snapshot "$MNT/c.img" s1 2>&1)"
 must "cancel the slow migration" "$DIOLOOP_BIN" migrate --cancel "$MNT/c.img"
-for _ in $(seq 50); do
+for _ in $(seq 300); do
 	"$DIOLOOP_BIN" migrate --status "$MNT/c.img" 2>&1 | grep -q "no migration is running" && break
 	sleep 0.1
 done

@@ -113,7 +113,7 @@ expect_io "a read crossing EOF is short" "ok 4096 $(head -c 4096 /dev/zero | sha
 
 must "dioloop create nfs://.../late.img while mounted" \
 	"$DIOLOOP_BIN" create "$DIR_URL/late.img?$MNTOPT" --size 4M
-for ((i = 0; i < 50; i++)); do
+for ((i = 0; i < 150; i++)); do
 	[[ -e $MNT/late.img ]] && break
 	sleep 0.2
 done

@@ -207,6 +207,12 @@ else
 	it_ok "a write with the OSD gone fails"
 fi
 must "ceph_osd_start" ceph_osd_start "$CLUSTER"
+# The OSD says "active" before its placement groups peer: wait until the
+# cluster serves a client again.
+for ((i = 0; i < 120; i++)); do
+	timeout 10 rbd info "rbd/$NS/disk0" >/dev/null 2>&1 && break
+	sleep 0.5
+done
 expect_ok "the same read works once the OSD is back" \
 	timeout -k 5 60 dd if="$NODE" of=/dev/null bs=4k count=1 skip=1 iflag=direct status=none
 expect_eq "the daemon logged the end of the outage once" 1 \

@@ -57,22 +57,34 @@ printf 'X' | dd of=corrupt/bad.img bs=1 seek=200 conv=notrunc status=none
 printf 'X' | dd of=corrupt/bad.img bs=1 seek=$((4096 + 200)) conv=notrunc status=none
 # A good image beside it: a SOURCE with nothing servable is refused.
 truncate -s 1M corrupt/good.img
+# lookups N: N lookups of bad.img in one process (milliseconds, not N
+# process starts).  The daemon logs before it answers the lookup.
+lookups() {
+	"$IT_PY" -c 'import os, sys
+for _ in range(int(sys.argv[2])):
+    try:
+        os.stat(sys.argv[1])
+    except OSError:
+        pass' "$IT_TMP/mnt-corrupt/bad.img" "$1"
+}
+t0=$(date +%s%N)	# the log's 10 s window cannot open before this
 start_daemon corrupt "$IT_TMP/mnt-corrupt"
 pid=$DAEMON_PID
 log=$DAEMON_LOG
-stat "$IT_TMP/mnt-corrupt/bad.img" >/dev/null 2>&1
-sleep 0.5
+lookups 1
 first=$(grep -c 'bad.img' "$log")
 expect_match "the corrupt image is logged" '[1-9][0-9]*' "$first"
-for ((i = 0; i < 50; i++)); do
-	stat "$IT_TMP/mnt-corrupt/bad.img" >/dev/null 2>&1
-done
-sleep 0.5
-expect_eq "50 more lookups of the corrupt image within 10 s log nothing more" \
-	"$first" "$(grep -c 'bad.img' "$log")"
+lookups 50
+again=$(grep -c 'bad.img' "$log")
+ms=$((($(date +%s%N) - t0) / 1000000))
+if ((ms < 9500)); then
+	expect_eq "50 more lookups of the corrupt image within 10 s ($ms ms) log nothing more" \
+		"$first" "$again"
+else
+	it_log "the mount and 51 lookups took $ms ms, past the log's 10 s window: not checked"
+fi
 sleep 10
-stat "$IT_TMP/mnt-corrupt/bad.img" >/dev/null 2>&1
-sleep 0.5
+lookups 1
 expect_match "after 10 s it is logged again, with how many were dropped" \
 	'[1-9][0-9]*' "$(grep -c 'bad.img.*more times since it was last logged' "$log")"
 dioloop_umount "$IT_TMP/mnt-corrupt"

@@ -76,15 +76,19 @@ expect_match "the table's line for s.img: 2 reads, 4 writes, 1 flush" \
 must "dioloop stats --json MNT" "$DIOLOOP_BIN" stats --json "$MNT"
 expect_eq "--json prints the snapshot (4 writes of s.img)" 4 \
 	"$(jq '.nodes["s.img"].ops.write' "$IT_TMP/last.out")"
-# A load that lasts: 8 MiB under write_bps=4M takes about 2 s.
+# A load that lasts until the samples are taken, however slow the
+# machine: small dd runs under write_bps=4M until told to stop.
 must "dioloop limit MNT/t.img write_bps=4M" "$DIOLOOP_BIN" limit "$MNT/t.img" write_bps=4M
-dd if=/dev/zero of="$MNT/t.img" bs=64k count=128 oflag=direct conv=notrunc status=none &
-DD_PID=$!
-IT_HELPERS+=("$DD_PID")
+start_helper bash -c 'until [[ -e $1 ]]; do
+	dd if=/dev/zero of="$2" bs=64k count=16 oflag=direct conv=notrunc status=none || exit 1
+done' writer "$IT_TMP/stop-t" "$MNT/t.img"
+DD_PID=$HELPER_PID
+for ((i = 0; i < 300; i++)); do (($(stat_of t.img .ops.write) > 0)) && break; sleep 0.1; done
 must "dioloop stats --watch --interval 0.3 --count 2 MNT (under load)" \
 	"$DIOLOOP_BIN" stats --watch --interval 0.3 --count 2 "$MNT"
 cp "$IT_TMP/last.out" "$IT_TMP/watch.out"
-wait "$DD_PID"
+touch "$IT_TMP/stop-t"
+expect_ok "the writer ends without an error" wait "$DD_PID"
 forget_pid "$DD_PID"
 must "dioloop limit MNT/t.img write_bps=0" "$DIOLOOP_BIN" limit "$MNT/t.img" write_bps=0
 expect_eq "--watch without a terminal: one header, then plain lines" 1 "$(grep -c 'NODE' "$IT_TMP/watch.out")"
@@ -121,7 +125,18 @@ expect_eq "the limit change was logged, naming s.img" 1 \
 # The rate limit's window is 10 s. A burst on a node that has had no
 # error yet starts its window, so its six errors fall in one window however
 # slow the machine ran the checks before it.
-for i in 1 2 3 4 5 6; do nodeio pwrite "$MNT/t.img" $((8 * M)) 4096 >/dev/null; done
+# One process, so the six writes take milliseconds.
+"$IT_PY" - "$MNT/t.img" $((8 * M)) <<'EOF'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+for _ in range(6):
+    try:
+        os.pwrite(fd, b"\0" * 4096, int(sys.argv[2]))
+        sys.exit("pwrite at the end succeeded")
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+EOF
 expect_eq "6 ENOSPC errors in a burst: logged once (rate-limited)" 1 \
 	"$(grep -c "t.img: write: No space left on device" "$DLOG")"
 expect_eq "... but all counted" 6 "$(stat_of t.img .errors.ENOSPC)"

@@ -194,8 +194,18 @@ expect_nothing_left "control"
 META=$IT_ROOT/tools/stress-lib/metaload.py
 C=$IT_TMP/control
 mkdir -p "$C"
-must "control: metaload run for 1 s" "$IT_PY" "$META" run "$C/meta" --seed 1 \
-	--seconds 1 --state "$C/state.json" --durable "$C/durable.jsonl"
+# It runs until it has made a durable file (an event, not a time), then
+# stops on SIGTERM and writes its model.
+"$IT_PY" "$META" run "$C/meta" --seed 1 --seconds 600 --state "$C/state.json" \
+	--durable "$C/durable.jsonl" >"$C/run.out" 2>&1 </dev/null &
+meta_pid=$!
+IT_HELPERS+=("$meta_pid")
+while pid_alive "$meta_pid" && ! grep -q '"kind": "file"' "$C/durable.jsonl" 2>/dev/null; do
+	sleep 0.1
+done
+kill -TERM "$meta_pid" 2>/dev/null
+expect_ok "control: metaload ran until it made a durable file" wait "$meta_pid"
+forget_pid "$meta_pid"
 victim=$(find "$C/meta/durable" -type f | sort | head -n 1)
 [[ -n $victim ]] || it_die "control: expected a durable file, got none"
 echo tampered >>"$victim"
