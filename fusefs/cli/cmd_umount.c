@@ -146,7 +146,7 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 }
 
 /* Wait for the daemon of an unmounted mount to exit (pidfd readable),
- * saying so once if it takes long, and giving up after
+ * saying so once on a terminal if it takes long, and giving up after
  * UMOUNT_EXIT_WAIT_MS: the unmount itself is done either way. */
 static void wait_daemon_exit(const char *arg, int pidfd)
 {
@@ -161,7 +161,9 @@ static void wait_daemon_exit(const char *arg, int pidfd)
 			return;
 		if (r < 0)
 			continue;
-		if (waited == 0)
+		/* A progress note, for a person at a terminal only: a
+		 * script's stderr carries errors alone. */
+		if (waited == 0 && isatty(STDERR_FILENO))
 			dioloop_err("umount: %s: unmounted; waiting for its "
 				    "daemon to close the images", arg);
 		waited += UMOUNT_EXIT_NOTICE_MS;
