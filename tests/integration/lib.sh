@@ -447,6 +447,18 @@ fs_roundtrip() {
 
 # ---------------------------------------------------------------- fio
 
+# wait_fio_writing FILE BYTES PID: wait (up to 60 s) until fio (PID) has
+# laid out FILE at BYTES: from then on it writes, however long it took to
+# start.
+wait_fio_writing() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		(($(stat -c %s "$1" 2>/dev/null || echo 0) >= $2)) && return 0
+		pid_alive "$3" || return 0
+		sleep 0.1
+	done
+}
+
 # run_fio_verify WHAT FIO-ARGS...: fio writes with crc32c verify data and
 # reads it back (direct I/O, libaio); it exits 0, reports no verify error,
 # and every job ends with err=0.  Its output: $IT_TMP/fio.N.out (stdout

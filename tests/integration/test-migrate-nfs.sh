@@ -42,7 +42,7 @@ start_helper fio --name=to-nfs --directory="$INNER" --size=16M --bs=4k \
 	--verify=crc32c --verify_fatal=1 --do_verify=1 --loops=4 \
 	--output="$IT_TMP/fio.out"
 FIO=$HELPER_PID
-sleep 1
+wait_fio_writing "$INNER/to-nfs.0.0" $((16 * 1048576)) "$FIO"
 URL="$NFS_URL_BASE/b.img"
 expect_ok "migrate b.img to $URL under fio" \
 	"$DIOLOOP_BIN" migrate --bps 32M "$MNT/b.img" "$URL"

@@ -35,6 +35,7 @@ fio_load() {
 		--verify=crc32c --verify_fatal=1 --do_verify=1 --loops=3 \
 		--output="$IT_TMP/$1.out"
 	FIO=$HELPER_PID
+	wait_fio_writing "$INNER/$1.0.0" $((16 * 1048576)) "$FIO"
 }
 
 # fio_check NAME
@@ -60,7 +61,6 @@ must "write files with known checksums" make_files "$INNER" b
 
 it_log "---- raw -> rbd under fio"
 fio_load to-rbd
-sleep 1
 expect_ok "migrate b.img to $RBD_URL/b under fio" \
 	"$DIOLOOP_BIN" migrate --bps 32M "$MNT/b.img" "$RBD_URL/b$OPTS"
 it_show "$IT_TMP/last.out" 3
@@ -97,7 +97,6 @@ attach_loop "$MNT/b.img"
 LOOP=$LOOP_DEV
 mount_inner "$LOOP" "$INNER"
 fio_load to-cow
-sleep 1
 expect_ok "migrate b.img (on rbd) to a cow image under fio" \
 	"$DIOLOOP_BIN" migrate --format cow --bps 32M "$MNT/b.img" "$DST/b.cow"
 it_show "$IT_TMP/last.out" 3

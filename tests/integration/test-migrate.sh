@@ -133,6 +133,7 @@ fio_load() {
 		--verify=crc32c --verify_fatal=1 --do_verify=1 --loops=4 \
 		--output="$IT_TMP/fio-$1.out"
 	FIO_PID=$HELPER_PID
+	wait_fio_writing "$INNER/$1.0.0" $((24 * 1048576)) "$FIO_PID"
 }
 
 # wait_fio TAG
@@ -150,7 +151,6 @@ wait_fio() {
 }
 
 fio_load raw-to-cow
-sleep 1
 # Throttled so that the copy runs while fio writes.
 expect_ok "migrate b.img to cow under fio" migrate b.img "$DST/b.cow" --format cow --bps 64M
 it_show "$IT_TMP/last.out" 3
@@ -159,7 +159,6 @@ expect_eq "b.img is served by the cow backend" cow \
 	"$(node_format b.img)"
 
 fio_load cow-to-raw
-sleep 1
 expect_ok "migrate b.img back to raw under fio" migrate b.img "$DST/b.raw" --format raw --bps 64M
 it_show "$IT_TMP/last.out" 3
 wait_fio cow-to-raw
@@ -302,7 +301,11 @@ expect_ok "d.img (source removed) is writable after a restart" \
 
 expect_ok "start a slow migration of c.img" \
 	"$DIOLOOP_BIN" migrate --detach --bps 2M "$MNT/c.img" "$DST/c2.raw"
-sleep 1
+for _ in $(seq 300); do
+	copied=$(jq -r '.nodes["c.img"].migration.copied // 0' "$MNT/.dioloop/stats.json" 2>/dev/null)
+	[[ $copied =~ ^[0-9]+$ ]] && ((copied > 0)) && break
+	sleep 0.1
+done
 VICTIM=$DAEMON_PID
 kill -KILL "$VICTIM"
 daemon_wait "$VICTIM"
