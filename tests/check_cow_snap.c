@@ -437,8 +437,17 @@ struct pit_writer {
 	struct backend *b;
 	atomic_bool stop;
 	_Atomic uint32_t done[PIT_BLOCKS];	/* last completed tag */
-	unsigned int writes;
+	_Atomic unsigned int writes;
 };
+
+/* Wait until *count reaches at least target: progress of another thread,
+ * however slow the machine.  A thread that is stuck for good is caught
+ * by the tcase timeout. */
+static void wait_count(_Atomic unsigned int *count, unsigned int target)
+{
+	while (atomic_load(count) < target)
+		g_usleep(1000);
+}
 
 static void *pit_writer_main(void *arg)
 {
@@ -454,7 +463,7 @@ static void *pit_writer_main(void *arg)
 		write_tagged(w->b, first, n, ++tag);
 		for (i = first; i < first + n; i++)
 			atomic_store(&w->done[i], tag);
-		w->writes++;
+		atomic_fetch_add(&w->writes, 1);
 	}
 	return NULL;
 }
@@ -474,7 +483,10 @@ START_TEST(test_cow_snap_snapshot_under_a_writer_is_a_point_in_time)
 	for (snap = 0; snap < 8; snap++) {
 		char name[16];
 
+		/* Let the writer go on for a while, and at least two
+		 * writes, whatever the machine's load. */
 		g_usleep(20000);
+		wait_count(&w->writes, atomic_load(&w->writes) + 2);
 		for (i = 0; i < PIT_BLOCKS; i++)
 			before[i] = atomic_load(&w->done[i]);
 		snprintf(name, sizeof(name), "pit%u", snap);
@@ -488,16 +500,19 @@ START_TEST(test_cow_snap_snapshot_under_a_writer_is_a_point_in_time)
 				      "%s block %u: tag %u; a write completed before the snapshot had tag %u",
 				      name, i, tag, before[i]);
 		}
-		/* Taken once: it does not change as the writer goes on. */
+		/* Taken once: it does not change as the writer goes on
+		 * (for two writes at least). */
 		g_usleep(10000);
+		wait_count(&w->writes, atomic_load(&w->writes) + 2);
 		for (i = 0; i < PIT_BLOCKS; i += 17)
 			ck_assert_msg(read_tag(s, i) >= before[i], "stable");
 		backend_close(s);
 	}
 	atomic_store(&w->stop, true);
 	pthread_join(th, NULL);
-	ck_assert_msg(w->writes > 10, "the writer wrote meanwhile (%u)",
-		      w->writes);
+	ck_assert_msg(atomic_load(&w->writes) > 10,
+		      "the writer wrote meanwhile (%u)",
+		      atomic_load(&w->writes));
 	cow_set_commit_interval(b, 0);
 	backend_close(b);
 	check_clean(path, COW_CHECK_DATA, "after the writer");
@@ -727,8 +742,9 @@ END_TEST
 struct churn {
 	struct backend *b;
 	atomic_bool *stop;
-	unsigned int salt, runs;
-	uint64_t bad;
+	unsigned int salt;
+	_Atomic unsigned int runs;
+	uint64_t bad;			/* by the thread; read after join */
 };
 
 static void *churn_writer(void *arg)
@@ -747,7 +763,7 @@ static void *churn_writer(void *arg)
 						      n * 4096) == 0, "discard");
 		else
 			write_tagged(w->b, first, n, ++tag);
-		w->runs++;
+		atomic_fetch_add(&w->runs, 1);
 	}
 	return NULL;
 }
@@ -762,7 +778,7 @@ static void *churn_scrubber(void *arg)
 		ck_assert_msg(cow_scrub(w->b, NULL, NULL, NULL, &res) == 0,
 			      "scrub");
 		w->bad += res.bad;
-		w->runs++;
+		atomic_fetch_add(&w->runs, 1);
 	}
 	return NULL;
 }
@@ -800,14 +816,19 @@ START_TEST(test_cow_snap_writers_scrub_snapshots_and_deletes_at_once)
 		}
 		g_usleep(5000);
 	}
+	/* Every thread ran at least once, however slow the machine (the
+	 * writes and scrubs meanwhile race with the commits). */
+	for (i = 0; i < 3; i++)
+		wait_count(&w[i].runs, 1);
 	atomic_store(&stop, true);
 	for (i = 0; i < 3; i++)
 		pthread_join(th[i], NULL);
 	fprintf(stderr, "churn: %u and %u writes, %u scrubs, %u rounds\n",
-		w[0].runs, w[1].runs, w[2].runs, round);
-	ck_assert_msg(w[2].bad == 0 && w[2].runs > 0,
+		atomic_load(&w[0].runs), atomic_load(&w[1].runs),
+		atomic_load(&w[2].runs), round);
+	ck_assert_msg(w[2].bad == 0 && atomic_load(&w[2].runs) > 0,
 		      "%u scrubs under writes, snapshots and deletions found nothing bad (%llu)",
-		      w[2].runs, (unsigned long long)w[2].bad);
+		      atomic_load(&w[2].runs), (unsigned long long)w[2].bad);
 	ck_assert_msg(cow_test_stats(b).csum_errors == 0 &&
 		      cow_test_stats(c).csum_errors == 0 &&
 		      cow_test_stats(b).meta_errors == 0,

@@ -127,7 +127,7 @@ struct writer {
 	struct migration *m;
 	atomic_bool stop;
 	uint64_t seed;
-	unsigned long writes;
+	_Atomic unsigned long writes;
 };
 
 static gpointer writer_thread(gpointer opaque)
@@ -149,7 +149,7 @@ static gpointer writer_thread(gpointer opaque)
 					 (ssize_t)len);
 		}
 		migration_mark_dirty(w->m, pos, len);
-		w->writes++;
+		atomic_fetch_add(&w->writes, 1);
 	}
 	g_free(buf);
 	return NULL;
@@ -170,13 +170,17 @@ START_TEST(test_migrate_converges_under_writes)
 	ck_assert_int_eq(migration_new(src, dst, NULL, &m), 0);
 	w.m = m;
 	t = g_thread_new("writer", writer_thread, &w);
+	/* The copy can be quick: start it only once the writer is
+	 * writing (a writer stuck for good: the tcase timeout). */
+	while (atomic_load(&w.writes) == 0)
+		g_usleep(1000);
 	ck_assert_int_eq(migration_copy(m), 0);
 	/* Quiesce: the owner stops admitting writes, waits for the rest. */
 	atomic_store(&w.stop, true);
 	g_thread_join(t);
 	ck_assert_int_eq(migration_finish(m), 0);
 	migration_get_progress(m, &p);
-	ck_assert_msg(w.writes > 0, "the writer ran");
+	ck_assert_msg(atomic_load(&w.writes) > 0, "the writer ran");
 	ck_assert_msg(p.total >= p.done && p.done > 0, "progress counted");
 	assert_same(src, dst);
 	migration_free(m);
