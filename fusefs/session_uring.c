@@ -478,7 +478,20 @@ static int queue_init(struct uring_queue *q, unsigned qid)
 	 * of them, twice over. */
 	params.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
 	params.cq_entries = 2 * (pool.depth + 1);
+	/* A request or a completion for this queue is posted by the task
+	 * that made it, as task work for this thread: cooperatively, it is
+	 * run when this thread next enters the kernel (the loop always
+	 * does) or wakes it if it sleeps, with no interrupt (an IPI, costly
+	 * in a VM) while it runs.  Measured: 4k QD32 reads +46%, writes
+	 * +27% (docs/bench.md). */
+	params.flags |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
 	ret = io_uring_queue_init_params(pool.depth + 1, &q->ring, &params);
+	if (ret == -EINVAL) {	/* a kernel without them */
+		params.flags &= ~(IORING_SETUP_COOP_TASKRUN |
+				  IORING_SETUP_TASKRUN_FLAG);
+		ret = io_uring_queue_init_params(pool.depth + 1, &q->ring,
+						 &params);
+	}
 	if (ret < 0)
 		return ret;
 	q->ring_ready = true;
