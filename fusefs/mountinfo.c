@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Reading /proc/self/mountinfo (mountinfo.h). */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/sysmacros.h>
@@ -42,7 +44,47 @@ bool dioloop_mountinfo_parse(const char *line, struct dioloop_mountinfo *m)
 	m->mountpoint = g_strdup(f[4]);
 	m->fstype = g_strdup(f[sep + 1]);
 	m->source = g_strdup(f[sep + 2]);
+	m->owner = -1;
+	/* The kernel's super options: a FUSE mount names who made it. */
+	if (sep + 3 < n) {
+		g_auto(GStrv) opts = g_strsplit(f[sep + 3], ",", -1);
+		guint i;
+
+		for (i = 0; opts[i]; i++) {
+			unsigned long long v;
+			char end;
+
+			if (sscanf(opts[i], "user_id=%llu%c", &v, &end) == 1 &&
+			    v <= (unsigned long long)UINT32_MAX)
+				m->owner = (long long)v;
+		}
+	}
 	return true;
+}
+
+int dioloop_proc_start_ticks(pid_t pid, unsigned long long *ticks)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)pid);
+	g_autofree char *text = NULL;
+	char *p;
+	int field;
+
+	if (!g_file_get_contents(path, &text, NULL, NULL))
+		return -ESRCH;
+	/* The name (field 2) is in parentheses and may hold anything:
+	 * count the fields after its last ')'; each space found is the one
+	 * before field + 1. */
+	p = strrchr(text, ')');
+	if (!p)
+		return -EINVAL;
+	for (field = 2; field < 22; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return -EINVAL;
+	}
+	if (sscanf(p + 1, "%llu", ticks) != 1)
+		return -EINVAL;
+	return 0;
 }
 
 void dioloop_mountinfo_clear(struct dioloop_mountinfo *m)

@@ -23,7 +23,13 @@ struct dioloop_mountinfo {
 	char *mountpoint;		/* unescaped */
 	char *fstype;
 	char *source;			/* unescaped */
+	long long owner;		/* user_id= of a FUSE mount, or -1 */
 };
+
+/* The start time of process pid, in clock ticks since boot (field 22 of
+ * /proc/PID/stat): with the pid, it names one process for as long as the
+ * machine runs.  0, or -errno. */
+int dioloop_proc_start_ticks(pid_t pid, unsigned long long *ticks);
 
 /* Undo mountinfo's octal escapes (\040 for a space, ...) in place: a
  * backslash and three octal digits, the first 0-3, become that byte;

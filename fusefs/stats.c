@@ -9,6 +9,7 @@
 #include "backends/filter_fault.h"
 #include "fusefs/fs.h"
 #include "fusefs/migrate.h"
+#include "fusefs/mountinfo.h"
 #include "fusefs/session_uring.h"
 #include "fusefs/spec.h"
 
@@ -423,6 +424,7 @@ char *dioloop_stats_json(struct dioloop_fs *fs, size_t *len)
 	g_autoptr(JsonNode) root = NULL;
 	struct dioloop_limits defaults;
 	GPtrArray *nodes;
+	unsigned long long start;
 	gsize n;
 	char *text;
 	guint i;
@@ -434,6 +436,10 @@ char *dioloop_stats_json(struct dioloop_fs *fs, size_t *len)
 	json_builder_begin_object(jb);
 	add_uint(jb, "version", 1);
 	add_uint(jb, "pid", (uint64_t)getpid());
+	/* With pid, names this process, not a later one with its number
+	 * (dioloop umount waits for it). */
+	if (dioloop_proc_start_ticks(getpid(), &start) == 0)
+		add_uint(jb, "pid_start", start);
 	json_builder_set_member_name(jb, "source");
 	json_builder_add_string_value(jb, fs->source);
 	json_builder_set_member_name(jb, "mountpoint");

@@ -5,8 +5,12 @@
  * escapes that are not whole kept as they are, and the fields of a line.
  */
 #include <check.h>
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "fusefs/mountinfo.h"
 #include "tests/testutil.h"
@@ -79,8 +83,19 @@ START_TEST(test_mountinfo_parse_fields)
 	ck_assert_str_eq(m.mountpoint, "/mnt/my blk");
 	ck_assert_str_eq(m.fstype, "fuse.dioloop");
 	ck_assert_str_eq(m.source, "dioloop:/srv/my images");
+	ck_assert_int_eq(m.owner, 0);
 	dioloop_mountinfo_clear(&m);
 	ck_assert_ptr_null(m.mountpoint);
+
+	ck_assert(dioloop_mountinfo_parse(
+		"36 35 0:42 / /mnt rw - fuse.dioloop src "
+		"rw,user_id=1000,group_id=1000,allow_other", &m));
+	ck_assert_int_eq(m.owner, 1000);
+	dioloop_mountinfo_clear(&m);
+	ck_assert(dioloop_mountinfo_parse(
+		"36 35 0:42 / /mnt rw - fuse.dioloop src rw,user_id=12x", &m));
+	ck_assert_msg(m.owner == -1, "a malformed user_id names no owner");
+	dioloop_mountinfo_clear(&m);
 
 	ck_assert_msg(dioloop_mountinfo_parse(
 			      "25 1 8:1 / / rw - ext4 /dev/sda1 rw", &m),
@@ -88,7 +103,34 @@ START_TEST(test_mountinfo_parse_fields)
 	ck_assert_uint_eq(major(m.dev), 8);
 	ck_assert_str_eq(m.mountpoint, "/");
 	ck_assert_str_eq(m.fstype, "ext4");
+	ck_assert_msg(m.owner == -1, "no user_id: no owner");
 	dioloop_mountinfo_clear(&m);
+}
+END_TEST
+
+/* The start time of a process, read past a name that holds ") " and
+ * spaces: this thread's own, named so, against its task's stat read by
+ * hand from the end (starttime is field 22, the 31st from the end of a
+ * 52-field line). */
+START_TEST(test_proc_start_ticks)
+{
+	unsigned long long mine = 0, again = 0, by_hand = 0;
+	g_autofree char *text = NULL;
+	g_auto(GStrv) f = NULL;
+	guint n;
+
+	ck_assert_int_eq(prctl(PR_SET_NAME, "a) b 3 (c", 0, 0, 0), 0);
+	ck_assert_int_eq(dioloop_proc_start_ticks(getpid(), &mine), 0);
+	ck_assert_int_eq(dioloop_proc_start_ticks(getpid(), &again), 0);
+	ck_assert(mine == again && mine > 0);
+	ck_assert(g_file_get_contents("/proc/self/stat", &text, NULL, NULL));
+	f = g_strsplit(g_strchomp(text), " ", -1);
+	n = g_strv_length(f);
+	ck_assert_uint_ge(n, 52);
+	ck_assert_int_eq(sscanf(f[n - 31], "%llu", &by_hand), 1);
+	ck_assert_msg(mine == by_hand, "start %llu, by hand %llu", mine,
+		      by_hand);
+	ck_assert_int_eq(dioloop_proc_start_ticks(0, &mine), -ESRCH);
 }
 END_TEST
 
@@ -139,6 +181,7 @@ static Suite *mountinfo_suite(void)
 	tcase_add_test(tc, test_mountinfo_parse_fields);
 	tcase_add_test(tc, test_mountinfo_parse_refuses_other_shapes);
 	tcase_add_test(tc, test_mountinfo_read_lists_root);
+	tcase_add_test(tc, test_proc_start_ticks);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
@@ -49,10 +50,11 @@
 
 /*
  * The topmost mount at path in /proc/self/mountinfo: its fstype and
- * source (g_free) and device.  0, or -ENOENT when path is no mount point.
+ * source (g_free), device and owner (user_id=, or -1).  0, or -ENOENT
+ * when path is no mount point.
  */
 static int mountinfo_find(const char *path, char **fstype, char **source,
-			  dev_t *dev)
+			  dev_t *dev, long long *owner)
 {
 	g_autoptr(GArray) mounts = dioloop_mountinfo_read();
 	guint i;
@@ -69,27 +71,71 @@ static int mountinfo_find(const char *path, char **fstype, char **source,
 		*fstype = g_strdup(m->fstype);
 		*source = g_strdup(m->source);
 		*dev = m->dev;
+		*owner = m->owner;
 		return 0;
 	}
 	return -ENOENT;
 }
 
-/* A pidfd for the daemon whose statistics are text (its "pid"), or -1
- * when they name none or it cannot be had (then umount does not wait). */
-static int daemon_pidfd(const char *text)
+/*
+ * A pidfd for the daemon whose statistics are text, or -1 (then umount
+ * does not wait).  The statistics are the mount's own to say, so they
+ * are checked against what the kernel says: the process must exist here
+ * with the start time they give (not a process of another pid namespace
+ * or a later one with the number), and belong to the user the kernel
+ * names as the mount's maker (owner; -1: not known).  The pidfd is taken
+ * first, so the process checked is the one held.
+ */
+static int daemon_pidfd(const char *text, long long owner)
 {
 	g_autoptr(JsonParser) p = json_parser_new();
+	g_autofree char *proc = NULL;
+	unsigned long long ticks;
 	JsonObject *root;
-	gint64 pid;
+	gint64 pid, start;
+	struct stat st;
+	int fd;
 
 	if (!json_parser_load_from_data(p, text, -1, NULL) ||
 	    !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(p)))
 		return -1;
 	root = json_node_get_object(json_parser_get_root(p));
 	pid = json_object_get_int_member_with_default(root, "pid", 0);
-	if (pid <= 0 || pid > INT32_MAX)
+	start = json_object_get_int_member_with_default(root, "pid_start", -1);
+	if (pid <= 0 || pid > INT32_MAX || start < 0)
 		return -1;
-	return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+	fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+	if (fd < 0)
+		return -1;
+	proc = g_strdup_printf("/proc/%d", (int)pid);
+	if (dioloop_proc_start_ticks((pid_t)pid, &ticks) < 0 ||
+	    ticks != (unsigned long long)start || stat(proc, &st) < 0 ||
+	    (owner >= 0 && (long long)st.st_uid != owner)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Whether the FUSE connection of the mount on dev still lives after the
+ * unmount, so that its daemon serves on: another mount of it here (a
+ * bind mount), or its directory under the fuse control file system
+ * (/sys/fs/fuse/connections/N, where that is mounted: it also sees a
+ * copy in another mount namespace). */
+static bool connection_lives(dev_t dev)
+{
+	g_autofree char *path = g_strdup_printf(
+		"/sys/fs/fuse/connections/%u", minor(dev));
+	g_autoptr(GArray) mounts = dioloop_mountinfo_read();
+	guint i;
+
+	if (access(path, F_OK) == 0)
+		return true;
+	for (i = 0; mounts && i < mounts->len; i++)
+		if (g_array_index(mounts, struct dioloop_mountinfo, i).dev ==
+		    dev)
+			return true;
+	return false;
 }
 
 /*
@@ -106,9 +152,10 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 	g_autofree char *fstype = NULL, *source = NULL, *stats = NULL;
 	g_autofree char *text = NULL;
 	GError *err = NULL;
+	long long owner = -1;
 	struct stat st;
 
-	if (mountinfo_find(real, &fstype, &source, dev) < 0) {
+	if (mountinfo_find(real, &fstype, &source, dev, &owner) < 0) {
 		dioloop_err("umount: %s is not a mount point: refusing to "
 			    "touch it", arg);
 		return false;
@@ -141,24 +188,32 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 	}
 	*remote = g_str_has_prefix(source, DIOLOOP_FSNAME_PREFIX) &&
 		  backend_is_url(source + strlen(DIOLOOP_FSNAME_PREFIX));
-	*pidfd = daemon_pidfd(text);
+	*pidfd = daemon_pidfd(text, owner);
 	return true;
 }
 
-/* Wait for the daemon of an unmounted mount to exit (pidfd readable),
- * saying so once on a terminal if it takes long, and giving up after
- * UMOUNT_EXIT_WAIT_MS: the unmount itself is done either way. */
-static void wait_daemon_exit(const char *arg, int pidfd)
+/* Wait for the daemon of an unmounted mount (on dev) to exit (pidfd
+ * readable), saying so once on a terminal if it takes long.  false when
+ * it has not after UMOUNT_EXIT_WAIT_MS: the unmount itself is done
+ * either way.  A connection that lives on elsewhere keeps its daemon:
+ * nothing to wait for. */
+static bool wait_daemon_exit(const char *arg, int pidfd, dev_t dev)
 {
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
 	int waited = 0, r;
 
 	if (pidfd < 0)
-		return;
+		return true;
+	if (connection_lives(dev)) {
+		dioloop_err("umount: %s: unmounted here; the mount lives on "
+			    "elsewhere (a bind mount or another mount "
+			    "namespace), and its daemon serves it there", arg);
+		return true;
+	}
 	while (waited < UMOUNT_EXIT_WAIT_MS) {
 		r = poll(&p, 1, UMOUNT_EXIT_NOTICE_MS);
 		if (r > 0 || (r < 0 && errno != EINTR))
-			return;
+			return true;
 		if (r < 0)
 			continue;
 		/* A progress note, for a person at a terminal only: a
@@ -168,8 +223,9 @@ static void wait_daemon_exit(const char *arg, int pidfd)
 				    "daemon to close the images", arg);
 		waited += UMOUNT_EXIT_NOTICE_MS;
 	}
-	dioloop_err("umount: %s: unmounted; its daemon is still closing the "
-		    "images after %d s", arg, UMOUNT_EXIT_WAIT_MS / 1000);
+	dioloop_err("umount: %s: unmounted, but its daemon is still closing "
+		    "the images after %d s", arg, UMOUNT_EXIT_WAIT_MS / 1000);
+	return false;
 }
 
 /* Close every claim, detaching nothing, and empty the array. */
@@ -388,8 +444,8 @@ int dioloop_cmd_umount(int argc, char **argv)
 	if (!is_dioloop_mount(argv[1], real, &dev, &remote, &pidfd))
 		return DIOLOOP_EXIT_USAGE;
 	ret = umount_mount(real, dev, remote, &unmounted);
-	if (unmounted)
-		wait_daemon_exit(argv[1], pidfd);
+	if (unmounted && !wait_daemon_exit(argv[1], pidfd, dev))
+		ret = DIOLOOP_EXIT_FAIL;
 	if (pidfd >= 0)
 		close(pidfd);
 	return ret;

@@ -95,8 +95,13 @@ expect_status "mount --loop as the user" 2 "${AS_USER[@]}" "$REAL_BIN" mount --l
 expect_match "... says why, in one line" "dioloop: mount: --loop needs root.*" "$(cat "$IT_TMP/last.out")"
 
 it_log "---- the user unmounts"
+# The daemon's last flush takes 2 s after the unmount: umount waits for it.
+expect_ok "the user delays u.img's flushes by 2 s" \
+	"${AS_USER[@]}" "$REAL_BIN" fault "$U/mnt/u.img" flush delay=2s
 expect_ok "dioloop umount as the user" "${AS_USER[@]}" "$REAL_BIN" umount "$U/mnt"
 forget_mount "$U/mnt"
+expect_eq "... which returns once the user's daemon has exited" no \
+	"$(pid_alive "$PID" && echo yes || echo no)"
 daemon_wait "$PID"
 expect_eq "exit status of the user's daemon" 0 "$DAEMON_STATUS"
 expect_io "the image holds the user's data" "ok same" check "$U/src/u.img" 0 65536 4

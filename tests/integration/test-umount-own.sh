@@ -178,4 +178,27 @@ pid=$DAEMON_PID
 dioloop_umount "$IT_TMP/mnt 4"
 daemon_wait "$pid"
 
+# ---- a bind mount of a dioloop mount keeps the daemon serving: umount of
+# the first returns at once, without waiting for a daemon that stays.
+mkdir -p bind5
+start_daemon src4 "$IT_TMP/mnt5"
+pid=$DAEMON_PID
+must "mount --bind mnt5 bind5" mount --bind "$IT_TMP/mnt5" "$IT_TMP/bind5"
+IT_FUSE+=("$IT_TMP/bind5")
+t0=$(date +%s%N)
+expect_ok "dioloop umount of the mount, with a bind mount of it elsewhere" \
+	"$DIOLOOP_BIN" umount "$IT_TMP/mnt5"
+ms=$((($(date +%s%N) - t0) / 1000000))
+forget_mount "$IT_TMP/mnt5"
+expect_match "... says the mount lives on elsewhere" ".*lives on elsewhere.*" \
+	"$(paste -sd' ' "$IT_TMP/last.out")"
+expect_eq "... returns without waiting for the daemon ($ms ms)" yes \
+	"$( ((ms < 10000)) && echo yes || echo no)"
+expect_eq "... whose daemon still serves the bind mount" "ok 8388608" \
+	"$(nodeio stat "$IT_TMP/bind5/n.img")"
+must "umount bind5" umount "$IT_TMP/bind5"
+forget_mount "$IT_TMP/bind5"
+daemon_wait "$pid"
+expect_eq "the daemon exits when its last mount goes" 0 "$DAEMON_STATUS"
+
 it_end
