@@ -75,6 +75,8 @@ def scribble(path, seconds, min_writes=0):
             fd = os.open(path, os.O_RDWR)
         except OSError:
             errors += 1
+            if time.monotonic() >= end:
+                time.sleep(0.001)   # past the race: no busy loop
             continue
         try:
             os.pwrite(fd, b"SCRIBBLED", 0)

@@ -110,6 +110,9 @@ nfs_ganesha_launch() {
 		sleep 0.1
 	done
 	nfs_log "ganesha did not answer within 30 s"
+	# Not left running (its ports and rpcbind entries would stay).
+	kill -KILL "$pid" 2>/dev/null
+	rm -f "$NFS_STATE/ganesha.pid"
 	return 1
 }
 

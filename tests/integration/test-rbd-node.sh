@@ -209,7 +209,8 @@ fi
 must "ceph_osd_start" ceph_osd_start "$CLUSTER"
 # The OSD says "active" before its placement groups peer: wait until the
 # cluster serves a client again.
-for ((i = 0; i < 120; i++)); do
+deadline=$((SECONDS + 120))
+while ((SECONDS < deadline)); do
 	timeout 10 rbd info "rbd/$NS/disk0" >/dev/null 2>&1 && break
 	sleep 0.5
 done

@@ -200,7 +200,9 @@ mkdir -p "$C"
 	--durable "$C/durable.jsonl" >"$C/run.out" 2>&1 </dev/null &
 meta_pid=$!
 IT_HELPERS+=("$meta_pid")
-while pid_alive "$meta_pid" && ! grep -q '"kind": "file"' "$C/durable.jsonl" 2>/dev/null; do
+deadline=$((SECONDS + 120))
+while pid_alive "$meta_pid" && ! grep -q '"kind": "file"' "$C/durable.jsonl" 2>/dev/null &&
+	((SECONDS < deadline)); do
 	sleep 0.1
 done
 kill -TERM "$meta_pid" 2>/dev/null
