@@ -151,6 +151,14 @@ all_names() {
 	ls -1A -- "$1" | paste -sd' ' -
 }
 
+# it_scale N MIN: an operation count N scaled by $DIOLOOP_TEST_SCALE
+# (percent, default 100, as the unit tests'), never below MIN.  The
+# sanitizer stage runs fewer random operations on the same paths.
+it_scale() {
+	local n=$(($1 * ${DIOLOOP_TEST_SCALE:-100} / 100))
+	echo $((n < $2 ? $2 : n))
+}
+
 # sha FILE: its sha256 (the digest alone), read in 1 MiB requests (a node
 # read 4 KiB at a time is slow).
 sha() {

@@ -7,8 +7,10 @@
 # model.  A fixed seed, a random one (printed), one run with O_DIRECT, one
 # with mapped reads and writes (MAP_SHARED + msync, mixed with O_DIRECT and
 # buffered I/O: shared mmap works on direct-I/O nodes), one on a growable
-# mount; the checker's self-test (a flipped model byte must fail it).  After the runs each node is byte-identical to its image file,
-# and stays so across the unmount.
+# mount; the checker's self-test (a flipped model byte must fail it).
+# After the runs each node is byte-identical to its image file, and stays
+# so across the unmount.  The sanitizer stage runs fewer operations
+# (DIOLOOP_TEST_SCALE).
 #
 # Environment: DIOLOOP_BIN (lib.sh), DIOLOOP_FSX (default: the dioloop-fsx
 # of the build tree DIOLOOP_BIN is in).
@@ -65,17 +67,18 @@ expect_eq "size of node a.img" 67108864 "$(stat -c %s "$A")"
 
 # 1..3: the fixed seed, a random one, O_DIRECT; -B: a write past the end
 # of a node fails with ENOSPC and the size never changes.
-run_fsx "fixed seed" -q -S 1 -N 20000 "$A" "$B"
+run_fsx "fixed seed" -q -S 1 -N "$(it_scale 20000 2000)" "$A" "$B"
 SEED=$(( (RANDOM << 15) | RANDOM ))
-it_log "random seed: $SEED (repeat: dioloop-fsx -S $SEED -N 5000 -o 2M -B A B)"
-run_fsx "random seed $SEED, ops up to 2 MiB" -q -S "$SEED" -N 5000 -o 2M -B \
+N=$(it_scale 5000 1000)
+it_log "random seed: $SEED (repeat: dioloop-fsx -S $SEED -N $N -o 2M -B A B)"
+run_fsx "random seed $SEED, ops up to 2 MiB" -q -S "$SEED" -N "$N" -o 2M -B \
 	"$A" "$B"
-run_fsx "O_DIRECT" -q -S 2 -N 10000 -a -B "$A" "$B"
+run_fsx "O_DIRECT" -q -S 2 -N "$(it_scale 10000 2000)" -a -B "$A" "$B"
 # 4: mapped reads and writes (-m) among the rest: what a store into a
 # MAP_SHARED mapping and msync put in a node, pread, O_DIRECT and a new
 # mapping read back, and a direct write is seen through a new mapping.
 run_fsx "mapped reads and writes (MAP_SHARED, msync), seed $SEED" -q \
-	-S "$SEED" -N 10000 -m -a -B "$A" "$B"
+	-S "$SEED" -N "$(it_scale 10000 2000)" -m -a -B "$A" "$B"
 
 # The checker can fail: a model byte flipped after op 200 is caught by the
 # read of op 201, with the report.
@@ -112,7 +115,7 @@ for img in c d; do
 done
 start_daemon "$SRC2" "$MNT2" -o growable
 daemon=$DAEMON_PID
-run_fsx "growable, seed $SEED" -q -S "$SEED" -N 3000 -g -l 24M -a \
+run_fsx "growable, seed $SEED" -q -S "$SEED" -N "$(it_scale 3000 1000)" -g -l 24M -a \
 	"$MNT2/c.img" "$MNT2/d.img"
 unmount_and_wait "$MNT2" "$daemon"
 

@@ -15,26 +15,10 @@
 # After each run nothing is left mounted, attached or running, the work
 # dir is gone and the namespace holds no image.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$IT_DIR/stress-lib.sh"
 source "$IT_DIR/rbd-lib.sh"
 
-STRESS=$IT_ROOT/tools/stress
-STRESS_PID=
-
-# On exit, a tools/stress still running gets SIGTERM (it releases what
-# it made), then lib.sh's cleanup.
-# shellcheck disable=SC2317  # called by the trap
-stress_stop() {
-	[[ -n $STRESS_PID ]] || return 0
-	if pid_alive "$STRESS_PID"; then
-		it_log "cleanup: kill -TERM tools/stress $STRESS_PID"
-		kill -TERM "$STRESS_PID" 2>/dev/null
-		wait_gone "$STRESS_PID" 120 || kill -KILL "$STRESS_PID" 2>/dev/null
-	fi
-	wait "$STRESS_PID" 2>/dev/null
-	STRESS_PID=
-}
-
-it_begin "tools/stress --backend rbd: ext4 on nodes of an rbd:// mount" \
+stress_begin "tools/stress --backend rbd: ext4 on nodes of an rbd:// mount" \
 	rbd fio fstrim mkfs.ext4 e2fsck
 rbd_test_cluster
 if [[ -n ${DIOLOOP_RBD_CLUSTER:-} ]]; then
@@ -42,39 +26,12 @@ if [[ -n ${DIOLOOP_RBD_CLUSTER:-} ]]; then
 else	# rbd_test_cluster's trap stops our own cluster
 	trap 'rc=$?; stress_stop; ceph_cluster_stop "$CLUSTER"; (exit $rc); it_cleanup' EXIT
 fi
-export TMPDIR=$IT_TMP	# tools/stress makes its work dir here
 URL="$RBD_URL?timeout=30"
 
-# run_stress NAME ARGS...: tools/stress ARGS in the background (so that a
-# signal to this test is seen at once); stdout in $IT_TMP/NAME.out,
-# progress in NAME.err.  Sets STRESS_RC.
-run_stress() {
-	local name=$1
-	shift
-	it_log "run: tools/stress $*"
-	"$IT_PY" "$STRESS" "$@" >"$IT_TMP/$name.out" 2>"$IT_TMP/$name.err" </dev/null &
-	STRESS_PID=$!
-	STRESS_RC=0
-	wait "$STRESS_PID" || STRESS_RC=$?
-	STRESS_PID=
-	it_log "$name: tools/stress exited $STRESS_RC; its stdout:"
-	sed 's/^/    | /' "$IT_TMP/$name.out"
-	if ((STRESS_RC != 0)); then
-		it_log "$name: its progress (last lines):"
-		it_show "$IT_TMP/$name.err" 30
-	fi
-}
-
-# expect_nothing_left NAME: no mount, loop device, process, work dir, and
-# no image left in the namespace.
-expect_nothing_left() {
-	local left
-	left=$(awk -v d="$IT_TMP" 'index($2, d) == 1 { print $2 }' /proc/self/mounts)
-	expect_eq "$1: nothing mounted under the test dir" "" "$left"
-	left=$(grep -las "$IT_TMP/[d]ioloop-stress" /proc/[0-9]*/cmdline | head -n 3)
-	expect_eq "$1: no process running on the work dir" "" "$left"
-	left=$(find "$IT_TMP" -maxdepth 1 -name 'dioloop-stress.*' | head -n 3)
-	expect_eq "$1: the work dir is removed" "" "$left"
+# expect_server_clean NAME: expect_nothing_left, and no image left on
+# the server.
+expect_server_clean() {
+	expect_nothing_left "$1"
 	expect_eq "$1: no image left in the namespace" "" \
 		"$(timeout 60 rbd ls "rbd/$RBD_NS" 2>&1)"
 }
@@ -86,7 +43,7 @@ expect_eq "rbd-short: rbd/ext4 passes" 1 \
 expect_eq "rbd-short: last line" "1 passed, 0 failed" "$(tail -n 1 "$IT_TMP/rbd-short.out")"
 expect_eq "rbd-short: the images were created in the namespace and removed" 2 \
 	"$(grep -cE 'removed stress-[^ ]+-ext4-stress-fsx?\.img \(rbd rm\)' "$IT_TMP/rbd-short.err")"
-expect_nothing_left rbd-short
+expect_server_clean rbd-short
 
 run_stress rbd-crash-short --short --crash --backend rbd --fs ext4 --seed 1 --rbd-url "$URL"
 expect_eq "rbd-crash-short: exit status" 0 "$STRESS_RC"
@@ -94,7 +51,7 @@ expect_eq "rbd-crash-short: rbd/ext4 survives both rounds" 1 \
 	"$(grep -cE '^rbd/ext4 +crash +PASS .* 2/2 rounds survived, [1-9][0-9]* durable records intact' \
 		"$IT_TMP/rbd-crash-short.out")"
 expect_eq "rbd-crash-short: last line" "1 passed, 0 failed" "$(tail -n 1 "$IT_TMP/rbd-crash-short.out")"
-expect_nothing_left rbd-crash-short
+expect_server_clean rbd-crash-short
 
 rbd_test_cleanup
 it_end

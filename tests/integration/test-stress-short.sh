@@ -1,118 +1,26 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# tools/stress in its short mode, as CI runs it (under 3 minutes in all):
-#   1. --short: every combination of backend and file system; each one
-#      this build has passes (fio verify, dioloop-fsx on a spare node, the
-#      metadata workload with its model, fstrim, then umount, fsck and
-#      verify), the others are skipped as not available yet;
-#   2. --short --crash: 2 rounds of kill -9 of the daemon under load per
-#      combination; every round survived, fsync'd data intact;
-#   3. --short --faults: passes, or is skipped while the daemon has no
-#      fault injection.
-# The filtered stdout of 1 and 2 (durations and counts become N) matches
-# tests/golden/stress-short.out and stress-crash-short.out; the JSON lines
-# hold one record per combination that agrees with the text; after each
-# run nothing is left mounted, attached or running, and the work dir is
-# gone.  A control shows that the metadata workload's checks can fail.
+# tools/stress --short, as CI runs it: every combination of backend and
+# file system; each one this build has passes (fio verify, dioloop-fsx on
+# a spare node, the metadata workload with its model, fstrim, then umount,
+# fsck and verify), the others are skipped as not available yet.  The
+# filtered stdout (durations and counts become N) matches
+# tests/golden/stress-short.out; the JSON lines hold one record per
+# combination that agrees with the text; after the run nothing is left
+# mounted, attached or running, and the work dir is gone.  Controls show
+# that a run whose daemon dies fails, and that the metadata workload's and
+# blockload's checks can fail.  test-stress-crash.sh and
+# test-stress-faults.sh run the other two short modes, beside this one.
 #
 # When a backend lands, its lines in the golden files change from SKIP to
 # PASS: update them with the run's filtered output.  nfs needs a server
 # (--nfs-url): here its lines say SKIP; test-stress-nfs.sh runs it.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$IT_DIR/stress-lib.sh"
 
-STRESS=$IT_ROOT/tools/stress
-GOLDEN=$IT_ROOT/tests/golden
-STRESS_PID=
-
-# On exit, a tools/stress still running gets SIGTERM (it releases what
-# it made) before lib.sh's cleanup.
-stress_stop() {
-	[[ -n $STRESS_PID ]] || return 0
-	if pid_alive "$STRESS_PID"; then
-		it_log "cleanup: kill -TERM tools/stress $STRESS_PID"
-		kill -TERM "$STRESS_PID" 2>/dev/null
-		wait_gone "$STRESS_PID" 120 || kill -KILL "$STRESS_PID" 2>/dev/null
-	fi
-	wait "$STRESS_PID" 2>/dev/null
-	STRESS_PID=
-}
-
-it_begin "tools/stress --short: every available combination passes" \
+stress_begin "tools/stress --short: every available combination passes" \
 	fio fstrim mkfs.ext4 e2fsck mkfs.xfs xfs_repair mkfs.btrfs btrfs
-trap 'rc=$?; stress_stop; (exit $rc); it_cleanup' EXIT
-export TMPDIR=$IT_TMP	# tools/stress makes its work dir here
-
-# run_stress NAME ARGS...: tools/stress ARGS in the background (so that a
-# signal to this test is seen at once); stdout in $IT_TMP/NAME.out,
-# progress in NAME.err, JSON lines in NAME.jsonl.  Sets STRESS_RC.
-run_stress() {
-	local name=$1
-	shift
-	it_log "run: tools/stress $* --json \$T/$name.jsonl"
-	"$IT_PY" "$STRESS" "$@" --json "$IT_TMP/$name.jsonl" \
-		>"$IT_TMP/$name.out" 2>"$IT_TMP/$name.err" </dev/null &
-	STRESS_PID=$!
-	STRESS_RC=0
-	wait "$STRESS_PID" || STRESS_RC=$?
-	STRESS_PID=
-	it_log "$name: tools/stress exited $STRESS_RC; its stdout:"
-	sed 's/^/    | /' "$IT_TMP/$name.out"
-}
-
-# expect_golden NAME: the filtered stdout of run NAME = tests/golden/NAME.out
-expect_golden() {
-	local got=$IT_TMP/$1.filtered
-	awk -v work="$IT_TMP" -f "$GOLDEN/stress.filter" "$IT_TMP/$1.out" >"$got"
-	if diff -u "$GOLDEN/$1.out" "$got" >"$IT_TMP/$1.diff"; then
-		it_ok "$1: filtered output matches tests/golden/$1.out"
-	else
-		it_fail "$1: expected the filtered output to match tests/golden/$1.out, got (diff -u expected got):"
-		sed 's/^/    | /' "$IT_TMP/$1.diff"
-	fi
-}
-
-# expect_json NAME MODE: one JSON record per result line, agreeing with it.
-expect_json() {
-	expect_eq "$1: JSON records agree with the result lines" ok \
-		"$("$IT_PY" - "$IT_TMP/$1.jsonl" "$IT_TMP/$1.out" "$2" <<'EOF'
-import json, re, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-lines = [l for l in open(sys.argv[2])
-         if re.match(r"^[a-z]+/[a-z0-9]+ +(stress|crash|faults) ", l)]
-if len(recs) != len(lines):
-    sys.exit(print("%d records, %d result lines" % (len(recs), len(lines))))
-for r, l in zip(recs, lines):
-    f = l.split()
-    for key in ("seed", "duration_s", "phases", "counts", "bytes", "errors",
-                "started", "combo_seed"):
-        if key not in r:
-            sys.exit(print("record %s/%s has no %s" % (r["backend"], r["fs"], key)))
-    if [r["backend"] + "/" + r["fs"], r["mode"], r["status"]] != f[:3]:
-        sys.exit(print("record %s/%s %s %s, line %s" % (
-            r["backend"], r["fs"], r["mode"], r["status"], f[:3])))
-    if r["mode"] != sys.argv[3]:
-        sys.exit(print("mode %s, expected %s" % (r["mode"], sys.argv[3])))
-    if r["mode"] == "crash" and r["status"] == "PASS" and \
-            r["rounds_survived"] != r["rounds"]:
-        sys.exit(print("PASS with %s/%s rounds" % (r["rounds_survived"], r["rounds"])))
-print("ok")
-EOF
-)"
-}
-
-# expect_nothing_left NAME: no mount, loop device, process or work dir.
-expect_nothing_left() {
-	local left
-	left=$(awk -v d="$IT_TMP" 'index($2, d) == 1 { print $2 }' /proc/self/mounts)
-	expect_eq "$1: nothing mounted under the test dir" "" "$left"
-	left=$(grep -l "^$IT_TMP/" /sys/block/loop*/loop/backing_file 2>/dev/null)
-	expect_eq "$1: no loop device attached to a file under the test dir" "" "$left"
-	left=$(grep -las "$IT_TMP/[d]ioloop-stress" /proc/[0-9]*/cmdline | head -n 3)
-	expect_eq "$1: no process running on the work dir" "" "$left"
-	left=$(find "$IT_TMP" -maxdepth 1 -name 'dioloop-stress.*' | head -n 3)
-	expect_eq "$1: the work dir is removed" "" "$left"
-}
 
 # The combinations this build runs: raw with each file system (and any
 # other backend that has landed: then its golden lines say PASS).
@@ -127,24 +35,6 @@ done
 expect_golden stress-short
 expect_json stress-short stress
 expect_nothing_left stress-short
-
-run_stress stress-crash-short --short --crash --seed 1
-expect_eq "stress-crash-short: exit status" 0 "$STRESS_RC"
-for fs in ext4 xfs btrfs; do
-	expect_eq "stress-crash-short: raw/$fs survives both rounds" 1 \
-		"$(grep -cE "^raw/$fs +crash +PASS .* 2/2 rounds survived, [1-9][0-9]* durable records intact" \
-			"$IT_TMP/stress-crash-short.out")"
-done
-expect_golden stress-crash-short
-expect_json stress-crash-short crash
-expect_nothing_left stress-crash-short
-
-run_stress stress-faults-short --short --faults --backend raw --seed 1
-expect_eq "stress-faults-short: exit status" 0 "$STRESS_RC"
-expect_eq "stress-faults-short: each raw combination passes or says why it is skipped" 3 \
-	"$(grep -cE '^raw/[a-z0-9]+ +faults (PASS|SKIP +fault injection not available in this build)' \
-		"$IT_TMP/stress-faults-short.out")"
-expect_nothing_left stress-faults-short
 
 # Control: a daemon killed during a plain stress run fails that run, with
 # the reason, and tools/stress still releases everything (the failed
