@@ -8,8 +8,10 @@
  * (an image name with '@' is never one of a URL, nor a node of a pool
  * listing), served as node IMAGE@NAME: rbd_clone3 of the protected
  * snapshot "@clone-NAME" taken for it (a clone of the image), or of the
- * existing snapshot SNAP, protected for it (a clone of IMAGE@SNAP; its
- * parent is SNAP, which cannot be deleted while the clone exists).  Scrub
+ * existing snapshot SNAP, protected for it unless it was (a clone of
+ * IMAGE@SNAP; its parent is SNAP, which cannot be deleted while the clone
+ * exists; the protection is taken back with the last clone, if dioloop
+ * set it).  Scrub
  * and check are not supported.
  *
  * Threads: every op runs on a worker or control thread and waits for the
@@ -290,6 +292,27 @@ static int drbd_clone(struct drbd *d, const char *name, GError **error)
 	return 0;
 }
 
+/*
+ * The image metadata key that says dioloop protected snapshot snap for a
+ * clone of it (drbd_clone_snapshot): deleting the last such clone takes
+ * that protection back, and only that one.  A snapshot its operator
+ * protected stays protected.
+ */
+static char *drbd_protected_key(const char *snap)
+{
+	return g_strconcat("dioloop.protected-for-clone.", snap, NULL);
+}
+
+/* Whether image's metadata has key (set by dioloop). */
+static bool drbd_has_metadata(rbd_image_t image, const char *key)
+{
+	char value[16];
+	size_t len = sizeof(value);
+	int r = rbd_metadata_get(image, key, value, &len);
+
+	return r == 0 || r == -ERANGE;
+}
+
 /* Whether the image IMAGE@NAME (a clone volume) exists. */
 static bool drbd_clone_image_exists(struct drbd *d, const char *name)
 {
@@ -328,6 +351,7 @@ static int drbd_clone_snapshot(struct drbd *d, const char *name,
 			       GError **error)
 {
 	g_autofree char *image = drbd_clone_image(d->url.image, name);
+	g_autofree char *key = drbd_protected_key(d->snap);
 	rbd_image_options_t opts;
 	const char *what = "open";
 	rbd_image_t head;
@@ -337,16 +361,24 @@ static int drbd_clone_snapshot(struct drbd *d, const char *name,
 	if (r == 0) {
 		what = "protect";
 		r = rbd_snap_is_protected(head, d->snap, &prot);
-		if (r == 0 && !prot)
+		if (r == 0 && !prot) {
 			r = rbd_snap_protect(head, d->snap);
+			if (r == 0) {
+				what = "metadata";
+				r = rbd_metadata_set(head, key, "1");
+				if (r < 0)
+					rbd_snap_unprotect(head, d->snap);
+			}
+		}
 		if (r == 0) {
 			what = "clone";
 			rbd_image_options_create(&opts);
 			r = rbd_clone3(d->ioctx, d->url.image, d->snap,
 				       d->ioctx, image, opts);
 			rbd_image_options_destroy(opts);
-			if (r < 0 && !prot)
-				rbd_snap_unprotect(head, d->snap);
+			if (r < 0 && !prot &&
+			    rbd_snap_unprotect(head, d->snap) == 0)
+				rbd_metadata_remove(head, key);
 		}
 		rbd_close(head);
 	}
@@ -424,7 +456,8 @@ static int drbd_delete_clone(struct drbd *d, const char *name,
 }
 
 /* Delete clone name of a snapshot: its image (EBUSY while anyone has it
- * open), then the snapshot's protection when no clone of it is left. */
+ * open), then the snapshot's protection when no clone of it is left and
+ * dioloop protected it (drbd_protected_key). */
 static int drbd_delete_snap_clone(struct drbd *d, const char *name,
 				  GError **error)
 {
@@ -449,10 +482,15 @@ static int drbd_delete_snap_clone(struct drbd *d, const char *name,
 		r = drbd_volume_error(error, drbd_errno(d, r, "delete"),
 				      "%s: remove clone image %s: %s",
 				      d->url.url, image, g_strerror(-r));
-	/* Fails with EBUSY while other clones of it are left: it then
-	 * stays protected. */
-	else if (has_parent && !strcmp(parent.image_name, d->url.image))
-		rbd_snap_unprotect(d->image, snap.name);
+	/* Unprotect fails with EBUSY while other clones of it are left:
+	 * it then stays protected. */
+	else if (has_parent && !strcmp(parent.image_name, d->url.image)) {
+		g_autofree char *key = drbd_protected_key(snap.name);
+
+		if (drbd_has_metadata(d->image, key) &&
+		    rbd_snap_unprotect(d->image, snap.name) == 0)
+			rbd_metadata_remove(d->image, key);
+	}
 	if (has_parent) {
 		rbd_linked_image_spec_cleanup(&parent);
 		rbd_snap_spec_cleanup(&snap);

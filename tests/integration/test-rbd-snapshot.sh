@@ -15,7 +15,8 @@
 #    snapshot's files, is writable, and what is written to it reaches
 #    neither the origin nor the snapshot; deleting the snapshot is refused
 #    while the clone exists (as for cow), deleting the clone leaves the
-#    snapshot readable and deletable;
+#    snapshot readable and deletable; a snapshot its operator protected
+#    stays protected after its clone is deleted;
 #  - a clone IMAGE@NAME is writable and independent of its origin (an rbd
 #    clone of a protected snapshot); delete is refused while it is in use,
 #    then removes the clone image and its snapshot;
@@ -153,6 +154,17 @@ expect_eq "the snapshot stays, no longer protected" "frozen false" \
 	"$(timeout 60 rbd snap ls --format json --pool rbd --namespace "$RBD_NS" --image disk 2>&1 |
 		jq -r '.[] | "\(.name) \(.protected)"' 2>&1)"
 expect_eq "ls of the mount lists the snapshot again, no clone" "disk disk@frozen" "$(names "$MNT")"
+
+it_log "---- a snapshot its operator protected stays protected"
+must "rbd snap protect disk@frozen (the operator)" \
+	timeout 60 rbd snap protect "rbd/$RBD_NS/disk@frozen"
+expect_ok "dioloop clone $MNT/disk@frozen opclone" "$DIOLOOP_BIN" clone "$MNT/disk@frozen" opclone
+delete_volume "delete of that clone" opclone
+expect_eq "the snapshot stays protected after its last clone is deleted" "frozen true" \
+	"$(timeout 60 rbd snap ls --format json --pool rbd --namespace "$RBD_NS" --image disk 2>&1 |
+		jq -r '.[] | "\(.name) \(.protected)"' 2>&1)"
+must "rbd snap unprotect disk@frozen (the operator)" \
+	timeout 60 rbd snap unprotect "rbd/$RBD_NS/disk@frozen"
 
 it_log "---- a snapshot and a clone while a writer fsyncs files"
 MANIFEST=$IT_TMP/fsynced.sha256
