@@ -136,11 +136,13 @@ struct dioloop_node {
 	bool deleted;			/* its volume was deleted: b closed */
 	/* The node's last live migration (fusefs/migrate.h), or NULL. */
 	struct dioloop_migration *_Atomic migration;
-	/* draining for resize, protected by io_lock: */
+	/* Draining (resize, snapshot, migration switch): a request in
+	 * flight counts itself without a lock; a drainer sets draining and
+	 * waits under io_lock for in_flight to reach 0 (nodes.c). */
 	GMutex io_lock;
 	GCond io_cond;
-	unsigned int in_flight;
-	bool draining;
+	_Atomic int64_t in_flight;
+	_Atomic bool draining;
 };
 
 struct dioloop_remote;
@@ -300,7 +302,9 @@ struct backend *dioloop_node_volume_backend(struct backend *b);
 int dioloop_volumes_find(struct dioloop_fs *fs, const char *image,
 			 const char *volume, struct backend_volume_info *info);
 
-/* I/O admission: hold off while a resize drains the node. */
+/* I/O admission: hold off while a resize drains the node.  No lock
+ * unless it is draining.  A request ends (io_end) before its reply: once
+ * replied to, its file handle, which keeps the node, may be released. */
 void dioloop_node_io_begin(struct dioloop_node *node);
 void dioloop_node_io_end(struct dioloop_node *node);
 void dioloop_node_drain_begin(struct dioloop_node *node);

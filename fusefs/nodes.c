@@ -387,9 +387,7 @@ int dioloop_node_close_volume(struct dioloop_fs *fs, struct dioloop_node *node)
 	bool busy;
 
 	g_mutex_lock(&fs->lock);
-	g_mutex_lock(&node->io_lock);
-	busy = node->in_flight || node->draining;
-	g_mutex_unlock(&node->io_lock);
+	busy = atomic_load(&node->in_flight) || atomic_load(&node->draining);
 	if (busy || node->open_count || node->ctl_users || !node->volume) {
 		g_mutex_unlock(&fs->lock);
 		return -EBUSY;
@@ -407,30 +405,44 @@ int dioloop_node_close_volume(struct dioloop_fs *fs, struct dioloop_node *node)
 	return 0;
 }
 
+/*
+ * A request counts itself in in_flight, then looks at draining; a drainer
+ * sets draining, then looks at in_flight (all sequentially consistent):
+ * at least one of them sees the other.  The request that sees draining
+ * takes itself back and waits; the drainer that sees requests waits for
+ * the last one's broadcast, which it sends under io_lock, so that it
+ * cannot come between the drainer's look and its wait.
+ */
 void dioloop_node_io_begin(struct dioloop_node *node)
 {
+	atomic_fetch_add(&node->in_flight, 1);
+	if (!atomic_load(&node->draining))
+		return;
+	dioloop_node_io_end(node);
 	g_mutex_lock(&node->io_lock);
-	while (node->draining)
+	while (atomic_load(&node->draining))
 		dioloop_aio_cond_wait(&node->io_cond, &node->io_lock);
-	node->in_flight++;
+	atomic_fetch_add(&node->in_flight, 1);
 	g_mutex_unlock(&node->io_lock);
 }
 
 void dioloop_node_io_end(struct dioloop_node *node)
 {
-	g_mutex_lock(&node->io_lock);
-	if (--node->in_flight == 0 && node->draining)
+	if (atomic_fetch_sub(&node->in_flight, 1) == 1 &&
+	    atomic_load(&node->draining)) {
+		g_mutex_lock(&node->io_lock);
 		g_cond_broadcast(&node->io_cond);
-	g_mutex_unlock(&node->io_lock);
+		g_mutex_unlock(&node->io_lock);
+	}
 }
 
 void dioloop_node_drain_begin(struct dioloop_node *node)
 {
 	g_mutex_lock(&node->io_lock);
-	while (node->draining)
+	while (atomic_load(&node->draining))
 		dioloop_aio_cond_wait(&node->io_cond, &node->io_lock);
-	node->draining = true;
-	while (node->in_flight)
+	atomic_store(&node->draining, true);
+	while (atomic_load(&node->in_flight))
 		dioloop_aio_cond_wait(&node->io_cond, &node->io_lock);
 	g_mutex_unlock(&node->io_lock);
 }
@@ -438,7 +450,7 @@ void dioloop_node_drain_begin(struct dioloop_node *node)
 void dioloop_node_drain_end(struct dioloop_node *node)
 {
 	g_mutex_lock(&node->io_lock);
-	node->draining = false;
+	atomic_store(&node->draining, false);
 	g_cond_broadcast(&node->io_cond);
 	g_mutex_unlock(&node->io_lock);
 }
