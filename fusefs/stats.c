@@ -56,9 +56,23 @@ static uint64_t now_ns(void)
 }
 
 /* A request arrived.  FUSE worker. */
+/* This thread's shard: threads take them in turn. */
+static struct dioloop_stats_shard *stats_shard(struct dioloop_node_stats *s)
+{
+	static _Atomic unsigned int next;
+	static _Thread_local int mine = -1;
+
+	if (G_UNLIKELY(mine < 0))
+		mine = (int)(atomic_fetch_add_explicit(&next, 1,
+						       memory_order_relaxed) %
+			     DIOLOOP_STATS_SHARDS);
+	return &s->shard[mine];
+}
+
 uint64_t dioloop_stats_begin(struct dioloop_node_stats *s)
 {
-	atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&stats_shard(s)->in_flight, 1,
+				  memory_order_relaxed);
 	return now_ns();
 }
 
@@ -66,29 +80,67 @@ uint64_t dioloop_stats_begin(struct dioloop_node_stats *s)
 void dioloop_stats_end(struct dioloop_node_stats *s, enum dioloop_stat_op op,
 		       uint64_t bytes, int err, uint64_t start_ns)
 {
+	struct dioloop_stats_shard *sh = stats_shard(s);
 	uint64_t us = (now_ns() - start_ns) / 1000u;
 
-	atomic_fetch_add_explicit(&s->ops[op], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sh->ops[op], 1, memory_order_relaxed);
 	if (err < 0)
 		atomic_fetch_add_explicit(&s->errors[MIN(-err,
 							 DIOLOOP_ERRNO_SLOTS - 1)],
 					  1, memory_order_relaxed);
 	else
-		atomic_fetch_add_explicit(&s->bytes[op], bytes,
+		atomic_fetch_add_explicit(&sh->bytes[op], bytes,
 					  memory_order_relaxed);
 	if (op < DIOLOOP_LAT_OPS) {
-		atomic_fetch_add_explicit(&s->lat[op][dioloop_lat_bucket(us)], 1,
-					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->lat_sum_us[op], us,
+		atomic_fetch_add_explicit(&sh->lat[op][dioloop_lat_bucket(us)],
+					  1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&sh->lat_sum_us[op], us,
 					  memory_order_relaxed);
 	}
-	atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&sh->in_flight, 1, memory_order_relaxed);
 }
 
 /* Read a counter (relaxed: a snapshot need not be atomic as a whole). */
 static uint64_t ld(_Atomic uint64_t *v)
 {
 	return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+/* The sum of one counter over the shards, given it in shard 0. */
+static uint64_t shard_sum(_Atomic uint64_t *in_first)
+{
+	char *p = (char *)in_first;
+	uint64_t sum = 0;
+	int i;
+
+	for (i = 0; i < DIOLOOP_STATS_SHARDS; i++)
+		sum += ld((_Atomic uint64_t *)(void *)
+			  (p + i * sizeof(struct dioloop_stats_shard)));
+	return sum;
+}
+
+uint64_t dioloop_stats_ops(struct dioloop_node_stats *s,
+			   enum dioloop_stat_op op)
+{
+	return shard_sum(&s->shard[0].ops[op]);
+}
+
+uint64_t dioloop_stats_bytes(struct dioloop_node_stats *s,
+			     enum dioloop_stat_op op)
+{
+	return shard_sum(&s->shard[0].bytes[op]);
+}
+
+uint64_t dioloop_stats_in_flight(struct dioloop_node_stats *s)
+{
+	int64_t n = 0;
+	int i;
+
+	/* A request may arrive on one shard and end on another. */
+	for (i = 0; i < DIOLOOP_STATS_SHARDS; i++)
+		n += atomic_load_explicit(&s->shard[i].in_flight,
+					  memory_order_relaxed);
+	return (uint64_t)MAX(n, (int64_t)0);
 }
 
 /* Add "name": v to the open object. */
@@ -146,14 +198,14 @@ static void add_latency(JsonBuilder *jb, struct dioloop_node_stats *s)
 		json_builder_set_member_name(jb, "buckets");
 		json_builder_begin_array(jb);
 		for (i = 0; i < DIOLOOP_LAT_BUCKETS; i++) {
-			uint64_t n = ld(&s->lat[op][i]);
+			uint64_t n = shard_sum(&s->shard[0].lat[op][i]);
 
 			count += n;
 			json_builder_add_int_value(jb, (gint64)n);
 		}
 		json_builder_end_array(jb);
 		add_uint(jb, "count", count);
-		add_uint(jb, "sum", ld(&s->lat_sum_us[op]));
+		add_uint(jb, "sum", shard_sum(&s->shard[0].lat_sum_us[op]));
 		json_builder_end_object(jb);
 	}
 	json_builder_end_object(jb);
@@ -358,15 +410,14 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 	json_builder_set_member_name(jb, "ops");
 	json_builder_begin_object(jb);
 	for (op = 0; op < DIOLOOP_OP_NR; op++)
-		add_uint(jb, op_names[op], ld(&s->ops[op]));
+		add_uint(jb, op_names[op], dioloop_stats_ops(s, op));
 	json_builder_end_object(jb);
 	json_builder_set_member_name(jb, "bytes");
 	json_builder_begin_object(jb);
 	for (op = 0; op < DIOLOOP_OP_NR; op++)
-		add_uint(jb, op_names[op], ld(&s->bytes[op]));
+		add_uint(jb, op_names[op], dioloop_stats_bytes(s, op));
 	json_builder_end_object(jb);
-	add_uint(jb, "in_flight",
-		 (uint64_t)MAX(atomic_load(&s->in_flight), (int64_t)0));
+	add_uint(jb, "in_flight", dioloop_stats_in_flight(s));
 	add_errors(jb, s);
 	add_backend_counters(jb, b);
 	if (node->cow)

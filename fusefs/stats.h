@@ -39,14 +39,32 @@ enum dioloop_stat_op {
  * last slot. */
 #define DIOLOOP_ERRNO_SLOTS 134
 
-struct dioloop_node_stats {
-	_Atomic uint64_t ops[DIOLOOP_OP_NR];
+/* Shards of a node's counters: each thread counts in its own (threads
+ * take them in turn), so that threads serving one node do not pass its
+ * counters' cache lines back and forth; a reader sums them. */
+#define DIOLOOP_STATS_SHARDS 8
+
+struct dioloop_stats_shard {
+	_Alignas(64) _Atomic uint64_t ops[DIOLOOP_OP_NR];
 	_Atomic uint64_t bytes[DIOLOOP_OP_NR];	/* of successful requests */
-	_Atomic uint64_t errors[DIOLOOP_ERRNO_SLOTS];
-	_Atomic int64_t in_flight;		/* arrived, not answered */
+	_Atomic int64_t in_flight;	/* arrived here less answered here */
 	_Atomic uint64_t lat[DIOLOOP_LAT_OPS][DIOLOOP_LAT_BUCKETS];
 	_Atomic uint64_t lat_sum_us[DIOLOOP_LAT_OPS];
 };
+
+struct dioloop_node_stats {
+	struct dioloop_stats_shard shard[DIOLOOP_STATS_SHARDS];
+	/* Errors are rare: one set. */
+	_Atomic uint64_t errors[DIOLOOP_ERRNO_SLOTS];
+};
+
+/* Sums over the shards (relaxed: a snapshot need not be atomic as a
+ * whole). */
+uint64_t dioloop_stats_ops(struct dioloop_node_stats *s,
+			   enum dioloop_stat_op op);
+uint64_t dioloop_stats_bytes(struct dioloop_node_stats *s,
+			     enum dioloop_stat_op op);
+uint64_t dioloop_stats_in_flight(struct dioloop_node_stats *s);
 
 /* Names used in the JSON and by dioloop stats ("read", ...). */
 const char *dioloop_stat_op_name(enum dioloop_stat_op op);
