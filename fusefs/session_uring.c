@@ -32,6 +32,10 @@
  * a few pieces per request, bounded, for io_setup takes from the
  * system-wide fs.aio-max-nr. */
 #define URING_AIO_DEPTH(depth) MIN(4u * (depth), 1024u)
+/* Shards of the table of requests in service, by FUSE unique: a reply
+ * from any thread finds its entry under its shard's lock, which the
+ * other queues' requests almost never take. */
+#define URING_SHARDS 64u
 
 _Static_assert(sizeof(struct fuse_in_header) +
 		       DIOLOOP_FUSE_URING_OP_IN_OUT_SZ <= URING_SLACK,
@@ -66,6 +70,16 @@ struct uring_queue {
 	struct uring_ent *pending;	/* commands to submit */
 	struct uring_ent *ents;
 	unsigned live;			/* entries the kernel still holds */
+	/* Counted by the queue's thread (handed: by the replying one);
+	 * dioloop_uring_get_stats sums them. */
+	_Alignas(64) _Atomic uint64_t requests;
+	_Atomic uint64_t payloads_lent;
+	_Atomic uint64_t replies_handed;
+};
+
+struct uring_shard {
+	_Alignas(64) GMutex lock;
+	GHashTable *by_unique;		/* &ent->unique -> ent in service */
 };
 
 /* One FUSE session per process (as session_io.c). */
@@ -77,14 +91,33 @@ static struct {
 	size_t payload_sz;
 	unsigned nr_queues;
 	struct uring_queue *queues;
-	_Atomic bool active;
+	_Atomic bool active;		/* set and cleared under every shard's
+					 * lock */
 	_Atomic bool stopping;
-	_Atomic uint64_t requests;
-	_Atomic uint64_t replies_handed;
-	_Atomic uint64_t payloads_lent;
-	GMutex lock;			/* by_unique */
-	GHashTable *by_unique;		/* &ent->unique -> ent in service */
+	struct uring_shard shards[URING_SHARDS];
+	GMutex queues_lock;		/* queues, against a stats read */
 } pool;
+
+static struct uring_shard *shard_of(uint64_t unique)
+{
+	/* Fibonacci hashing: uniques go up in steps of 2. */
+	return &pool.shards[(unique * UINT64_C(0x9E3779B97F4A7C15)) >> 58];
+}
+
+_Static_assert(URING_SHARDS == 64u, "shard_of takes the top 6 bits");
+
+/* Set pool.active under every shard's lock: a reply that found its entry
+ * is pushed before the pool stops. */
+static void pool_set_active(bool active)
+{
+	unsigned i;
+
+	for (i = 0; i < URING_SHARDS; i++)
+		g_mutex_lock(&pool.shards[i].lock);
+	atomic_store(&pool.active, active);
+	for (i = 0; i < URING_SHARDS; i++)
+		g_mutex_unlock(&pool.shards[i].lock);
+}
 
 static __thread struct uring_queue *current_queue;
 /* The entry whose request this thread's libfuse dispatch is handling. */
@@ -128,8 +161,11 @@ int dioloop_uring_enable(struct fuse_session *se, unsigned depth)
 	pool.fd = fd;
 	pool.depth = CLAMP(depth, 1u, URING_MAX_DEPTH);
 	pool.enabled = true;
-	g_mutex_init(&pool.lock);
-	pool.by_unique = g_hash_table_new(g_int64_hash, g_int64_equal);
+	for (unsigned i = 0; i < URING_SHARDS; i++) {
+		g_mutex_init(&pool.shards[i].lock);
+		pool.shards[i].by_unique = g_hash_table_new(g_int64_hash,
+							    g_int64_equal);
+	}
 	return 0;
 }
 
@@ -194,7 +230,7 @@ static void queue_push(struct uring_queue *q, struct uring_ent *e)
 	q->pending = e;
 	g_mutex_unlock(&q->lock);
 	if (current_queue != q)
-		atomic_fetch_add_explicit(&pool.replies_handed, 1,
+		atomic_fetch_add_explicit(&q->replies_handed, 1,
 					  memory_order_relaxed);
 	if (was_empty && current_queue != q) {
 		uint64_t one = 1;
@@ -243,6 +279,7 @@ static void ent_serve(struct uring_ent *e)
 	uint32_t payload_sz = h->ring_ent_in_out.payload_sz;
 	struct fuse_in_header in;
 	struct fuse_buf buf = { 0 };
+	struct uring_shard *sh;
 	size_t op_sz;
 	char *start;
 
@@ -264,10 +301,11 @@ static void ent_serve(struct uring_ent *e)
 	dioloop_session_io_fixup(start, in.len);
 
 	e->unique = in.unique;
-	g_mutex_lock(&pool.lock);
-	g_hash_table_insert(pool.by_unique, &e->unique, e);
-	g_mutex_unlock(&pool.lock);
-	atomic_fetch_add_explicit(&pool.requests, 1, memory_order_relaxed);
+	sh = shard_of(e->unique);
+	g_mutex_lock(&sh->lock);
+	g_hash_table_insert(sh->by_unique, &e->unique, e);
+	g_mutex_unlock(&sh->lock);
+	atomic_fetch_add_explicit(&e->q->requests, 1, memory_order_relaxed);
 
 	buf.mem = start;
 	buf.size = in.len;
@@ -285,7 +323,7 @@ void *dioloop_uring_lend_payload(const void *data, size_t size)
 	    (data && data != e->payload))
 		return NULL;
 	e->lent = true;
-	atomic_fetch_add_explicit(&pool.payloads_lent, 1,
+	atomic_fetch_add_explicit(&e->q->payloads_lent, 1,
 				  memory_order_relaxed);
 	return e->payload;
 }
@@ -293,6 +331,7 @@ void *dioloop_uring_lend_payload(const void *data, size_t size)
 bool dioloop_uring_reply(const struct iovec *iov, int count, ssize_t *ret)
 {
 	struct fuse_out_header out;
+	struct uring_shard *sh;
 	struct uring_ent *e;
 	size_t total = 0, len = 0, skip = sizeof(out);
 	int i;
@@ -303,12 +342,13 @@ bool dioloop_uring_reply(const struct iovec *iov, int count, ssize_t *ret)
 	memcpy(&out, iov[0].iov_base, sizeof(out));
 	if (!out.unique)		/* a notification */
 		return false;
-	g_mutex_lock(&pool.lock);
+	sh = shard_of(out.unique);
+	g_mutex_lock(&sh->lock);
 	e = atomic_load(&pool.active) ?
-		    g_hash_table_lookup(pool.by_unique, &out.unique) : NULL;
+		    g_hash_table_lookup(sh->by_unique, &out.unique) : NULL;
 	if (e)
-		g_hash_table_remove(pool.by_unique, &out.unique);
-	g_mutex_unlock(&pool.lock);
+		g_hash_table_remove(sh->by_unique, &out.unique);
+	g_mutex_unlock(&sh->lock);
 	if (!e)
 		return false;
 
@@ -554,7 +594,7 @@ void dioloop_uring_init_replied(const struct iovec *iov, int count)
 		g_clear_pointer(&pool.queues, g_free);
 		return;
 	}
-	atomic_store(&pool.active, true);
+	pool_set_active(true);
 	for (i = 0; i < pool.nr_queues; i++) {
 		char name[16];
 
@@ -574,9 +614,7 @@ void dioloop_uring_stop(void)
 	if (!pool.queues)
 		return;
 	atomic_store(&pool.stopping, true);
-	g_mutex_lock(&pool.lock);
-	atomic_store(&pool.active, false);
-	g_mutex_unlock(&pool.lock);
+	pool_set_active(false);
 	for (i = 0; i < pool.nr_queues; i++) {
 		uint64_t one = 1;
 
@@ -584,25 +622,38 @@ void dioloop_uring_stop(void)
 			g_warning("uring queue %u: wake-up: %s", i,
 				  g_strerror(errno));
 	}
-	for (i = 0; i < pool.nr_queues; i++) {
+	for (i = 0; i < pool.nr_queues; i++)
 		if (pool.queues[i].thread)
 			g_thread_join(pool.queues[i].thread);
+	g_mutex_lock(&pool.queues_lock);
+	for (i = 0; i < pool.nr_queues; i++)
 		queue_free(&pool.queues[i]);
-	}
 	g_clear_pointer(&pool.queues, g_free);
-	g_clear_pointer(&pool.by_unique, g_hash_table_destroy);
+	g_mutex_unlock(&pool.queues_lock);
+	for (i = 0; i < URING_SHARDS; i++)
+		g_clear_pointer(&pool.shards[i].by_unique,
+				g_hash_table_destroy);
 }
 
 void dioloop_uring_get_stats(struct dioloop_uring_stats *st)
 {
+	unsigned i;
+
 	st->enabled = pool.enabled;
 	st->active = atomic_load(&pool.active);
 	st->queues = st->active ? pool.nr_queues : 0;
 	st->depth = pool.depth;
-	st->requests = atomic_load_explicit(&pool.requests,
-					    memory_order_relaxed);
-	st->replies_handed = atomic_load_explicit(&pool.replies_handed,
-						  memory_order_relaxed);
-	st->payloads_lent = atomic_load_explicit(&pool.payloads_lent,
-						 memory_order_relaxed);
+	st->requests = st->replies_handed = st->payloads_lent = 0;
+	g_mutex_lock(&pool.queues_lock);
+	for (i = 0; pool.queues && i < pool.nr_queues; i++) {
+		struct uring_queue *q = &pool.queues[i];
+
+		st->requests += atomic_load_explicit(&q->requests,
+						     memory_order_relaxed);
+		st->replies_handed += atomic_load_explicit(&q->replies_handed,
+							   memory_order_relaxed);
+		st->payloads_lent += atomic_load_explicit(&q->payloads_lent,
+							  memory_order_relaxed);
+	}
+	g_mutex_unlock(&pool.queues_lock);
 }
