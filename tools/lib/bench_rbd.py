@@ -29,6 +29,7 @@ RBD_TARGETS = {
     "rbd-node": "dioloop rbd node",
     "rbd-uring-node": "dioloop rbd node, io_uring",
     "rbd-bench": "rbd bench (librbd)",
+    "rbd-fio": "fio's rbd engine (librbd)",
 }
 RBD_POOL = "rbd"
 RBD_IMAGE = "bench.img"
@@ -44,6 +45,14 @@ _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40
 def rbd_packages(targets):
     """The Debian packages the rbd targets need (for tools/lib/deps.sh)."""
     return " ceph-mon ceph-osd ceph-common" if set(RBD_TARGETS) & set(targets) else ""
+
+
+def rbd_fio_args(cluster):
+    """fio's options for its rbd engine on the bench image (in place of
+    the filename, libaio and direct=1), and the environment it runs in."""
+    env = dict(os.environ, CEPH_CONF=cluster.nocache_conf)
+    return ["--ioengine=rbd", "--clientname=admin", f"--pool={RBD_POOL}",
+            f"--rbdname={RBD_IMAGE}"], env
 
 
 def rbd_bench_args(rw, bs, qd):
@@ -72,6 +81,10 @@ def rbd_notes(targets, workloads):
             why = rbd_bench_args(rw, bs, qd)[1]
             if why:
                 out.append(f"- rbd bench, {label}: empty, {why}.")
+    if "rbd-fio" in targets:
+        out.append("- fio's rbd engine (librbd): fio's own librbd client reading into and "
+                   "writing from fio's buffers, as an application (or QEMU's rbd driver) "
+                   "does; librbd's cache off.  rbd bench reads into librbd's own buffers.")
     if set(RBD_TARGETS) & set(targets):
         out.append("- rbd columns: a throwaway one-OSD Ceph cluster on 127.0.0.1 "
                    "(tools/ceph-cluster) on the same cores; the OSD's CPU is not "
@@ -118,6 +131,12 @@ class RbdCluster:
             raise RuntimeError(f"tools/ceph-cluster start failed (exit {rc}): {tail}")
         # For rbd, rbd bench and dioloop (rbd:// URLs read $CEPH_CONF).
         os.environ["CEPH_CONF"] = os.path.join(directory, "ceph.conf")
+        # For fio's rbd engine, which takes no librbd options: the same
+        # file with librbd's cache off, as the node and rbd bench have it.
+        self.nocache_conf = os.path.join(directory, "ceph-nocache.conf")
+        with open(os.environ["CEPH_CONF"]) as src, \
+                open(self.nocache_conf, "w") as dst:
+            dst.write(src.read() + "\n[client]\n\trbd cache = false\n")
         size = os.stat(image).st_size
         self.log(f"importing the {size >> 20} MiB image into {self.spec}")
         r = subprocess.run(["rbd", "import", "--no-progress", image, self.spec],
