@@ -302,9 +302,11 @@ struct backend *dioloop_node_volume_backend(struct backend *b);
 int dioloop_volumes_find(struct dioloop_fs *fs, const char *image,
 			 const char *volume, struct backend_volume_info *info);
 
-/* I/O admission: hold off while a resize drains the node.  No lock
- * unless it is draining.  A request ends (io_end) before its reply: once
- * replied to, its file handle, which keeps the node, may be released. */
+/* I/O admission: hold off while a resize drains the node.  No lock but
+ * for the last request out, or while it drains.  A read or write ends
+ * (io_end) after its reply, so that draining waits for replies too;
+ * dioloop_node_free drains first, for its handle may be released once
+ * the kernel has the reply. */
 void dioloop_node_io_begin(struct dioloop_node *node);
 void dioloop_node_io_end(struct dioloop_node *node);
 void dioloop_node_drain_begin(struct dioloop_node *node);

@@ -102,13 +102,15 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 	return io;
 }
 
-/* After the reply: the node may be gone by now (dioloop_node_io_end). */
+/* After the reply: the request counts itself out of its node last, so
+ * that a drain (and the unmount's) waits for its reply too. */
 static void dioloop_io_free(struct dioloop_io *io)
 {
 	unsigned int i;
 
 	for (i = 0; !io->lent && i < io->nr_pages; i++)
 		dioloop_page_pool_put(io->fs->pool, io->bvec[i].bv_page);
+	dioloop_node_io_end(io->node);
 	g_free(io);
 }
 
@@ -125,10 +127,8 @@ static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 	dioloop_stats_end(&io->node->stats, DIOLOOP_OP_READ,
 			  res > 0 ? (uint64_t)res : 0, res < 0 ? (int)res : 0,
 			  io->start);
-	if (res < 0)
-		dioloop_fs_log_error(io->fs, io->node, "read", (int)res);
-	dioloop_node_io_end(io->node);
 	if (res < 0) {
+		dioloop_fs_log_error(io->fs, io->node, "read", (int)res);
 		fuse_reply_err(io->req, (int)-res);
 	} else {
 		for (left = (size_t)res; left; n++) {
@@ -151,10 +151,8 @@ static void dioloop_write_done(struct kiocb *iocb, ssize_t res)
 	dioloop_stats_end(&io->node->stats, DIOLOOP_OP_WRITE,
 			  res > 0 ? (uint64_t)res : 0, res < 0 ? (int)res : 0,
 			  io->start);
-	if (res < 0)
-		dioloop_fs_log_error(io->fs, io->node, "write", (int)res);
-	dioloop_node_io_end(io->node);
 	if (res < 0) {
+		dioloop_fs_log_error(io->fs, io->node, "write", (int)res);
 		fuse_reply_err(io->req, (int)-res);
 	} else {
 		fuse_reply_write(io->req, (size_t)res);

@@ -26,6 +26,9 @@ static void dioloop_node_close_backend(struct dioloop_node *node,
 
 void dioloop_node_free(struct dioloop_fs *fs, struct dioloop_node *node)
 {
+	/* A request still ending (it replied, its handle was released,
+	 * the image is gone) may not have counted itself out yet. */
+	dioloop_node_drain_begin(node);
 	dioloop_node_migration_free(node);
 	if (node->b)
 		dioloop_node_close_backend(node, node->b);
@@ -39,7 +42,7 @@ void dioloop_node_free(struct dioloop_fs *fs, struct dioloop_node *node)
 	g_free(node->name);
 	g_free(node->image);
 	g_free(node->volume);
-	g_free(node);
+	g_aligned_free(node);
 }
 
 /* Take a node out of the name table (its image is gone).  Lock held. */
@@ -113,7 +116,9 @@ static struct dioloop_node *dioloop_node_new(struct dioloop_fs *fs,
 					     bool cow,
 					     struct dioloop_image_lock *lock)
 {
-	struct dioloop_node *node = g_new0(struct dioloop_node, 1);
+	/* Aligned for its counters' shards (fusefs/stats.h). */
+	struct dioloop_node *node = g_aligned_alloc0(1, sizeof(*node),
+						     _Alignof(struct dioloop_node));
 
 	node->ino = fs->next_ino++;
 	node->name = g_strdup(src->name);
@@ -409,9 +414,11 @@ int dioloop_node_close_volume(struct dioloop_fs *fs, struct dioloop_node *node)
  * A request counts itself in in_flight, then looks at draining; a drainer
  * sets draining, then looks at in_flight (all sequentially consistent):
  * at least one of them sees the other.  The request that sees draining
- * takes itself back and waits; the drainer that sees requests waits for
- * the last one's broadcast, which it sends under io_lock, so that it
- * cannot come between the drainer's look and its wait.
+ * takes itself back and waits.  The last request out takes in_flight to
+ * 0 under io_lock and broadcasts there: its wake-up cannot come between
+ * a drainer's look and its wait, and a drainer that sees 0 under the lock
+ * knows that no request will touch the node again (dioloop_node_free
+ * relies on it).  Only the last one takes the lock.
  */
 void dioloop_node_io_begin(struct dioloop_node *node)
 {
@@ -428,12 +435,16 @@ void dioloop_node_io_begin(struct dioloop_node *node)
 
 void dioloop_node_io_end(struct dioloop_node *node)
 {
+	int64_t n = atomic_load(&node->in_flight);
+
+	while (n > 1)
+		if (atomic_compare_exchange_weak(&node->in_flight, &n, n - 1))
+			return;
+	g_mutex_lock(&node->io_lock);
 	if (atomic_fetch_sub(&node->in_flight, 1) == 1 &&
-	    atomic_load(&node->draining)) {
-		g_mutex_lock(&node->io_lock);
+	    atomic_load(&node->draining))
 		g_cond_broadcast(&node->io_cond);
-		g_mutex_unlock(&node->io_lock);
-	}
+	g_mutex_unlock(&node->io_lock);
 }
 
 void dioloop_node_drain_begin(struct dioloop_node *node)

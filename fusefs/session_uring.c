@@ -106,8 +106,10 @@ static struct uring_shard *shard_of(uint64_t unique)
 
 _Static_assert(URING_SHARDS == 64u, "shard_of takes the top 6 bits");
 
-/* Set pool.active under every shard's lock: a reply that found its entry
- * is pushed before the pool stops. */
+/* Set pool.active under every shard's lock: once it is false no reply
+ * finds an entry.  A reply that found one before is pushed before the
+ * queues are freed: the unmount drains every node first, and a read or
+ * write counts itself out of its node after its reply. */
 static void pool_set_active(bool active)
 {
 	unsigned i;
@@ -583,15 +585,20 @@ void dioloop_uring_init_replied(const struct iovec *iov, int count)
 	 * request is sent from. */
 	cpus = sysconf(_SC_NPROCESSORS_CONF);
 	pool.nr_queues = cpus > 0 ? (unsigned)cpus : 1;
-	pool.queues = g_new0(struct uring_queue, pool.nr_queues);
+	/* Aligned for the counters' own cache line. */
+	pool.queues = g_aligned_alloc0(pool.nr_queues,
+				       sizeof(struct uring_queue),
+				       _Alignof(struct uring_queue));
 	for (i = 0; i < pool.nr_queues && ret == 0; i++)
 		ret = queue_init(&pool.queues[i], i);
 	if (ret < 0) {
 		g_warning("transport: cannot set up the io_uring queues: %s; "
 			  "serving through /dev/fuse", g_strerror(-ret));
+		g_mutex_lock(&pool.queues_lock);
 		for (i = 0; i < pool.nr_queues; i++)
 			queue_free(&pool.queues[i]);
-		g_clear_pointer(&pool.queues, g_free);
+		g_clear_pointer(&pool.queues, g_aligned_free);
+		g_mutex_unlock(&pool.queues_lock);
 		return;
 	}
 	pool_set_active(true);
@@ -628,7 +635,7 @@ void dioloop_uring_stop(void)
 	g_mutex_lock(&pool.queues_lock);
 	for (i = 0; i < pool.nr_queues; i++)
 		queue_free(&pool.queues[i]);
-	g_clear_pointer(&pool.queues, g_free);
+	g_clear_pointer(&pool.queues, g_aligned_free);
 	g_mutex_unlock(&pool.queues_lock);
 	for (i = 0; i < URING_SHARDS; i++)
 		g_clear_pointer(&pool.shards[i].by_unique,
