@@ -515,6 +515,8 @@ static int drbd_vops_delete(struct backend *b, const char *name,
 		return r;
 	base = drbd_clone_snap(name);
 	if (!strpbrk(name, "/@") && drbd_snap_exists(d, name)) {
+		g_autofree char *key = drbd_protected_key(name);
+
 		r = rbd_snap_remove2(d->image, name, 0, drbd_no_progress,
 				     NULL);
 		if (r == -EBUSY)
@@ -527,6 +529,9 @@ static int drbd_vops_delete(struct backend *b, const char *name,
 						 "%s: remove snapshot %s: %s",
 						 d->url.url, name,
 						 g_strerror(-r));
+		/* A stale mark would let a later snapshot of this name lose
+		 * its operator's protection (drbd_protected_key). */
+		rbd_metadata_remove(d->image, key);
 		return 0;
 	}
 	if (drbd_snap_exists(d, base))

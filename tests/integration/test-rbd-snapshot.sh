@@ -33,6 +33,12 @@ MNT=$IT_TMP/mnt
 INNER=$IT_TMP/inner
 mkdir -p "$MNT" "$INNER"
 
+# dioloop_marks: the dioloop keys in disk's image metadata.
+dioloop_marks() {
+	timeout 60 rbd image-meta list --format json "rbd/$RBD_NS/disk" 2>&1 |
+		jq -r 'if type == "object" then keys[] | select(startswith("dioloop.")) else "not an object: \(.)" end' 2>&1
+}
+
 # delete_volume WHAT NAME: snapshot --delete of disk's NAME succeeds.  The
 # kernel sends the node's RELEASE after a loop device lets go of it, so
 # "in use (open" is retried for a while; any other refusal is not.
@@ -114,6 +120,8 @@ expect_eq "it prints the node's name" "disk@fromsnap" "$(cat "$IT_TMP/last.out")
 expect_eq "the clone is an rbd image IMAGE@NAME" "disk disk@fromsnap" "$(rbd_images)"
 expect_eq "it is an rbd clone of the snapshot" "rbd/$RBD_NS/disk@fromsnap" \
 	"$(timeout 60 rbd children "rbd/$RBD_NS/disk@frozen" 2>&1)"
+expect_eq "dioloop marks the protection it set in the image's metadata" \
+	"dioloop.protected-for-clone.frozen" "$(dioloop_marks)"
 expect_eq "ls of the mount lists the clone" "disk disk@fromsnap disk@frozen" "$(names "$MNT")"
 mode=$(stat -c %a "$MNT/disk@fromsnap")
 expect_eq "clone node disk@fromsnap is writable ($mode)" $((8#200)) $((8#$mode & 8#200))
@@ -154,6 +162,7 @@ expect_eq "the snapshot stays, no longer protected" "frozen false" \
 	"$(timeout 60 rbd snap ls --format json --pool rbd --namespace "$RBD_NS" --image disk 2>&1 |
 		jq -r '.[] | "\(.name) \(.protected)"' 2>&1)"
 expect_eq "ls of the mount lists the snapshot again, no clone" "disk disk@frozen" "$(names "$MNT")"
+expect_eq "no dioloop mark left in the image's metadata" "" "$(dioloop_marks)"
 
 it_log "---- a snapshot its operator protected stays protected"
 must "rbd snap protect disk@frozen (the operator)" \
