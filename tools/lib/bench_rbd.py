@@ -84,7 +84,7 @@ def rbd_notes(targets, workloads):
     if "rbd-fio" in targets:
         out.append("- fio's rbd engine (librbd): fio's own librbd client reading into and "
                    "writing from fio's buffers, as an application (or QEMU's rbd driver) "
-                   "does; librbd's cache off.  rbd bench reads into librbd's own buffers.")
+                   "does; librbd's cache off.")
     if set(RBD_TARGETS) & set(targets):
         out.append("- rbd columns: a throwaway one-OSD Ceph cluster on 127.0.0.1 "
                    "(tools/ceph-cluster) on the same cores; the OSD's CPU is not "
