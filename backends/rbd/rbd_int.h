@@ -23,14 +23,13 @@
 #define DIOLOOP_RBD_INT_H
 
 #include <glib.h>
-#include <rados/librados.h>
-#include <rbd/librbd.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
 #include "backends/backend.h"
+#include "backends/rbd/api.h"
 #include "backends/rbd/rbd.h"
 
 #define DRBD_DEFAULT_TIMEOUT_S 60

@@ -163,6 +163,9 @@ int drbd_connect(const struct drbd_url *u, rados_t *cluster,
 	rados_ioctx_t io = NULL;
 	int r;
 
+	r = drbd_api_load(u->url, error);
+	if (r < 0)
+		return r;
 	r = rados_create(&c, u->id);
 	if (r < 0)
 		return backend_set_error(error, r, "%s: rados_create: %s",

@@ -127,6 +127,21 @@ expect_status() {
 	return 1
 }
 
+# expect_one_line_error WHAT STATUS CMD...: CMD exits with STATUS and
+# says why on exactly one line of stderr.
+expect_one_line_error() {
+	local what=$1 want=$2 rc=0 lines
+	shift 2
+	timeout -k 5 60 "$@" >"$IT_TMP/err.out" 2>"$IT_TMP/err.err" </dev/null || rc=$?
+	expect_eq "$what: exit status" "$want" "$rc"
+	lines=$(wc -l <"$IT_TMP/err.err")
+	if expect_eq "$what: lines on stderr" 1 "$lines"; then
+		it_log "    said: $(cat "$IT_TMP/err.err")"
+	else
+		it_show "$IT_TMP/err.err"
+	fi
+}
+
 # expect_ok WHAT CMD...: CMD exits 0.
 expect_ok() {
 	local what=$1

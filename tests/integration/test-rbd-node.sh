@@ -49,20 +49,6 @@ MNT=$IT_TMP/mnt
 IN=$IT_TMP/inner
 mkdir -p "$MNT" "$IN"
 
-# expect_one_line_error WHAT STATUS CMD...
-expect_one_line_error() {
-	local what=$1 want=$2 rc=0 lines
-	shift 2
-	timeout -k 5 60 "$@" >"$IT_TMP/err.out" 2>"$IT_TMP/err.err" </dev/null || rc=$?
-	expect_eq "$what: exit status" "$want" "$rc"
-	lines=$(wc -l <"$IT_TMP/err.err")
-	if expect_eq "$what: lines on stderr" 1 "$lines"; then
-		it_log "    said: $(cat "$IT_TMP/err.err")"
-	else
-		it_show "$IT_TMP/err.err"
-	fi
-}
-
 it_log "---- create, info and errors"
 must "dioloop create $DIR_URL/disk0 --size 96M" "$DIOLOOP_BIN" create "$DIR_URL/disk0$OPTS" --size 96M
 expect_match "dioloop info $DIR_URL/disk0: a raw image on rbd" \
