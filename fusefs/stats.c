@@ -55,7 +55,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)g_get_monotonic_time() * 1000u;
 }
 
-/* A request arrived.  FUSE worker. */
 /* This thread's shard: threads take them in turn. */
 static struct dioloop_stats_shard *stats_shard(struct dioloop_node_stats *s)
 {
@@ -69,6 +68,7 @@ static struct dioloop_stats_shard *stats_shard(struct dioloop_node_stats *s)
 	return &s->shard[mine];
 }
 
+/* A request arrived.  The thread that took it. */
 uint64_t dioloop_stats_begin(struct dioloop_node_stats *s)
 {
 	atomic_fetch_add_explicit(&stats_shard(s)->in_flight, 1,
@@ -119,19 +119,21 @@ static uint64_t shard_sum(_Atomic uint64_t *in_first)
 	return sum;
 }
 
-uint64_t dioloop_stats_ops(struct dioloop_node_stats *s,
-			   enum dioloop_stat_op op)
+/* Sums over the shards (relaxed: a snapshot need not be atomic as a
+ * whole). */
+static uint64_t stats_ops(struct dioloop_node_stats *s,
+			  enum dioloop_stat_op op)
 {
 	return shard_sum(&s->shard[0].ops[op]);
 }
 
-uint64_t dioloop_stats_bytes(struct dioloop_node_stats *s,
-			     enum dioloop_stat_op op)
+static uint64_t stats_bytes(struct dioloop_node_stats *s,
+			    enum dioloop_stat_op op)
 {
 	return shard_sum(&s->shard[0].bytes[op]);
 }
 
-uint64_t dioloop_stats_in_flight(struct dioloop_node_stats *s)
+static uint64_t stats_in_flight(struct dioloop_node_stats *s)
 {
 	int64_t n = 0;
 	int i;
@@ -410,14 +412,14 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 	json_builder_set_member_name(jb, "ops");
 	json_builder_begin_object(jb);
 	for (op = 0; op < DIOLOOP_OP_NR; op++)
-		add_uint(jb, op_names[op], dioloop_stats_ops(s, op));
+		add_uint(jb, op_names[op], stats_ops(s, op));
 	json_builder_end_object(jb);
 	json_builder_set_member_name(jb, "bytes");
 	json_builder_begin_object(jb);
 	for (op = 0; op < DIOLOOP_OP_NR; op++)
-		add_uint(jb, op_names[op], dioloop_stats_bytes(s, op));
+		add_uint(jb, op_names[op], stats_bytes(s, op));
 	json_builder_end_object(jb);
-	add_uint(jb, "in_flight", dioloop_stats_in_flight(s));
+	add_uint(jb, "in_flight", stats_in_flight(s));
 	add_errors(jb, s);
 	add_backend_counters(jb, b);
 	if (node->cow)

@@ -58,14 +58,6 @@ struct dioloop_node_stats {
 	_Atomic uint64_t errors[DIOLOOP_ERRNO_SLOTS];
 };
 
-/* Sums over the shards (relaxed: a snapshot need not be atomic as a
- * whole). */
-uint64_t dioloop_stats_ops(struct dioloop_node_stats *s,
-			   enum dioloop_stat_op op);
-uint64_t dioloop_stats_bytes(struct dioloop_node_stats *s,
-			     enum dioloop_stat_op op);
-uint64_t dioloop_stats_in_flight(struct dioloop_node_stats *s);
-
 /* Names used in the JSON and by dioloop stats ("read", ...). */
 const char *dioloop_stat_op_name(enum dioloop_stat_op op);
 /* The histogram bucket of a latency in microseconds. */
