@@ -48,7 +48,7 @@ static int parse_devino(const char *line, const char *key, uint64_t *dev,
 }
 
 /* The path must be absolute and plain, or a URL a backend serves
- * (nfs://), one line. */
+ * (nfs://, rbd://), one line. */
 static bool path_valid(const char *path)
 {
 	g_autoptr(GError) unknown = NULL;

@@ -16,7 +16,7 @@
  *                      redirect stale (ignored: the new file is served)
  *   target DEV INO     the file the migration created (0 0: a URL); the
  *                      file at PATH must still be that one
- *   path PATH          an absolute path or an nfs:// URL
+ *   path PATH          an absolute path or a URL (nfs://, rbd://)
  *
  * Anything else is ignored with one log line and changes nothing.
  */

@@ -5,12 +5,13 @@
  * first NUL, as it sees a file's bytes from sidecar_read), goes to
  * dioloop_redirect_parse().  When it parses:
  *
- *   - the path is absolute or an nfs:// URL (any case), longer than "/",
+ *   - the path is absolute or a URL of a backend that serves URLs
+ *     (nfs:// or rbd://, any case), longer than "/",
  *     with no control character (below 0x20, or 0x7f);
  *   - a file path names a target dev:ino, a URL has 0 0;
  *   - format(parse(x)) parses to the same struct, and formatting that
  *     gives the same text again (the format is canonical);
- *   - the input was exactly four lines, each ended by a newline.
+ *   - the input was exactly five lines, each ended by a newline.
  *
  * When it does not, nothing is left allocated in the struct.  A broken
  * property aborts with a message (a libFuzzer crash).
@@ -48,9 +49,11 @@ static void check_path(const char *text, const struct dioloop_redirect *r)
 
 	if (!p)
 		broken(text, "parsed with no path");
-	url = g_ascii_strncasecmp(p, "nfs://", 6) == 0;
+	url = g_ascii_strncasecmp(p, "nfs://", 6) == 0 ||
+	      g_ascii_strncasecmp(p, "rbd://", 6) == 0;
 	if (p[0] != '/' && !url)
-		broken(text, "path \"%s\" is neither absolute nor nfs://", p);
+		broken(text, "path \"%s\" is neither absolute nor nfs:// or rbd://",
+		       p);
 	for (i = 0; p[i]; i++)
 		if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
 			broken(text, "control character 0x%02x in the path",
