@@ -170,15 +170,6 @@ int drbd_connect(const struct drbd_url *u, rados_t *cluster,
 	if (r < 0)
 		return backend_set_error(error, r, "%s: rados_create: %s",
 					 u->url, g_strerror(-r));
-	/* librbd copies every write into a buffer of its own unless told
-	 * not to.  A request's payload stays put until its completion (the
-	 * FUSE request or ring buffer is reused only after the reply), and
-	 * librbd completes a zero-copy write only once the messenger has
-	 * let go of the buffer: no copy is needed.  Set first, so that the
-	 * conf file or $CEPH_ARGS can still turn it off. */
-	r = drbd_conf_set(c, u, "rbd_disable_zero_copy_writes", "false", error);
-	if (r < 0)
-		goto fail;
 	/* No conf= and no $CEPH_CONF: librados's search path; a missing
 	 * file then is not an error by itself (connecting says more). */
 	r = rados_conf_read_file(c, u->conf);
