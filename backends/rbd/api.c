@@ -13,10 +13,15 @@ struct drbd_api drbd_api;
 static GOnce load_once = G_ONCE_INIT;
 static char *load_failure;	/* NULL once loaded */
 
-/* Open soname for good (librados does not expect to be unloaded). */
+/*
+ * Open soname for good (librados does not expect to be unloaded), its
+ * symbols global as when linked: Ceph's plugins (compressors, crypto)
+ * are loaded later and expect libceph-common's symbols in the global
+ * scope.
+ */
 static void *api_open(const char *soname)
 {
-	void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	void *handle = dlopen(soname, RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE);
 
 	if (!handle)
 		load_failure = g_strdup_printf("cannot load %s (install "
@@ -30,11 +35,13 @@ static gpointer api_load(gpointer unused)
 	void *rados, *rbd;
 
 	(void)unused;
-	rados = api_open(DRBD_LIBRADOS_SONAME);
-	if (!rados)
-		return NULL;
+	/* librbd first: it brings librados, and on a machine with neither
+	 * the line names the one the user asked for. */
 	rbd = api_open(DRBD_LIBRBD_SONAME);
 	if (!rbd)
+		return NULL;
+	rados = api_open(DRBD_LIBRADOS_SONAME);
+	if (!rados)
 		return NULL;
 	/* Each name from the library that defines it. */
 #define DRBD_API_RESOLVE(fn)                                                  \
