@@ -20,8 +20,11 @@ truncate -s 16M src/disk.img
 # ---- a daemon serving local images
 start_daemon "$IT_TMP/src" "$IT_TMP/mnt"
 expect_io "the node is served" "ok 4096" pwrite "$IT_TMP/mnt/disk.img" 0 4096 7
+maps=$(cat "/proc/$DAEMON_PID/maps")
+expect_match "the daemon's memory map is read (libfuse3 is in it)" \
+	'.*/libfuse3\.so.*' "$(grep -m1 libfuse3 <<<"$maps")"
 expect_eq "the daemon maps no Ceph library" "" \
-	"$(grep -oE '/lib(rbd|rados|ceph-common)\.so[^ ]*$' "/proc/$DAEMON_PID/maps" | sort -u)"
+	"$(grep -oE '/lib(rbd|rados|ceph-common)\.so[^ ]*$' <<<"$maps" | sort -u)"
 dioloop_umount "$IT_TMP/mnt"
 daemon_wait "$DAEMON_PID"
 expect_eq "the daemon exited 0" 0 "$DAEMON_STATUS"
@@ -30,13 +33,14 @@ expect_eq "the daemon exited 0" 0 "$DAEMON_STATUS"
 # librbd.so.1 is /dev/null (dlopen: "file too short").
 # shellcheck disable=SC2016  # expanded by the inner bash
 WITHOUT_LIBRBD=(unshare -m bash -c 'mount --bind /dev/null "$0" && exec "$@"' "$LIBRBD")
+"${WITHOUT_LIBRBD[@]}" true ||
+	it_skip "cannot bind-mount over $LIBRBD in a mount namespace of its own"
 mkdir mnt2
 expect_one_line_error "mount rbd://rbd without librbd" 2 \
 	"${WITHOUT_LIBRBD[@]}" "$DIOLOOP_BIN" mount rbd://rbd "$IT_TMP/mnt2"
 expect_match "... names the library and the package" \
 	'dioloop: mount: rbd://rbd: cannot load librbd.so.1 \(install librbd1 and librados2\): .*' \
 	"$(cat "$IT_TMP/err.err")"
-expect_eq "... nothing is mounted on mnt2" no "$(is_mount "$IT_TMP/mnt2" && echo yes || echo no)"
 expect_one_line_error "create rbd://rbd/x without librbd" 1 \
 	"${WITHOUT_LIBRBD[@]}" "$DIOLOOP_BIN" create rbd://rbd/x --size 1M
 expect_match "... the same line" '.*cannot load librbd.so.1 .*' "$(cat "$IT_TMP/err.err")"
