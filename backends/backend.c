@@ -534,11 +534,46 @@ struct backend *backend_filter_swap_inner(struct backend *b,
  * pages, piece by piece.  Like pread/pwrite: the bytes done, or -errno if
  * the first piece failed; a read stops at EOF.
  */
+/* Each thread's bounce buffer for backend_rw_buf, BACKEND_CHUNK bytes,
+ * kept from call to call: tools and tests call it in loops, and a fresh
+ * mebibyte each time costs its page faults every time. */
+static GPrivate rw_bounce_key = G_PRIVATE_INIT(free);
+static __thread bool rw_bounce_busy;	/* a call on this thread has it */
+
+/* This thread's bounce buffer, or a new one if a call further up the
+ * stack (a format reading its store) holds it.  NULL: out of memory. */
+static void *rw_bounce_get(bool *mine)
+{
+	void *bounce = g_private_get(&rw_bounce_key);
+
+	*mine = !rw_bounce_busy;
+	if (*mine && bounce) {
+		rw_bounce_busy = true;
+		return bounce;
+	}
+	if (posix_memalign(&bounce, DIOLOOP_PAGE_SIZE, BACKEND_CHUNK))
+		return NULL;
+	if (*mine) {
+		g_private_set(&rw_bounce_key, bounce);
+		rw_bounce_busy = true;
+	}
+	return bounce;
+}
+
+static void rw_bounce_put(void *bounce, bool mine)
+{
+	if (mine)
+		rw_bounce_busy = false;
+	else
+		free(bounce);
+}
+
 static ssize_t backend_rw_buf(struct backend *b, int rw, void *buf,
 			      size_t len, uint64_t pos)
 {
-	size_t done = 0, bounce_len;
+	size_t done = 0;
 	void *bounce;
+	bool mine;
 	ssize_t ret = 0;
 
 	if (len == 0)
@@ -552,10 +587,8 @@ static ssize_t backend_rw_buf(struct backend *b, int rw, void *buf,
 		ret = -EINVAL;
 	if (ret < 0)
 		return ret;
-	bounce_len = len < BACKEND_CHUNK ? len : BACKEND_CHUNK;
-	bounce_len = (bounce_len + DIOLOOP_PAGE_SIZE - 1) &
-		     ~(DIOLOOP_PAGE_SIZE - 1);
-	if (posix_memalign(&bounce, DIOLOOP_PAGE_SIZE, bounce_len))
+	bounce = rw_bounce_get(&mine);
+	if (!bounce)
 		return -ENOMEM;
 	while (done < len) {
 		size_t n = backend_chunk(pos + done, len - done);
@@ -576,7 +609,7 @@ static ssize_t backend_rw_buf(struct backend *b, int rw, void *buf,
 			break;
 		}
 	}
-	free(bounce);
+	rw_bounce_put(bounce, mine);
 	if (done)
 		return (ssize_t)done;
 	return ret < 0 ? ret : 0;

@@ -2,7 +2,9 @@
 /*
  * The "mem" test-double backend (see mem.h).
  *
- * The image is a store of whole physical blocks, g_malloc'd, plus a bitmap
+ * The image is a store of whole physical blocks, an anonymous mapping
+ * (not heap: LeakSanitizer and valgrind would scan every byte of it at
+ * each forked test's exit, and new pages come zeroed), plus a bitmap
  * with one bit per physical block: set = data, clear = hole.  Logical block
  * i lives at physical block i, or i ^ 1 with `fragment` (the store always
  * holds an even number of blocks so i ^ 1 exists).
@@ -27,6 +29,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backends/dio.h"
 #include "backends/size.h"
@@ -42,6 +45,7 @@
 struct mem {
 	GRWLock lock;
 	char *store;			/* cap_blocks blocks; by lock */
+	size_t store_bytes;		/* mapped (may exceed cap_blocks) */
 	_Atomic uint64_t *bits;		/* one per physical block */
 	uint64_t cap_blocks;		/* by lock */
 	uint64_t size;			/* logical bytes; by lock */
@@ -96,7 +100,6 @@ static int mem_grow_store(struct mem *m, uint64_t blocks)
 {
 	size_t old_words = (m->cap_blocks + 63) / 64;
 	size_t new_words = (blocks + 63) / 64;
-	uint64_t old_bytes = m->cap_blocks << m->blkbits;
 	uint64_t new_bytes = blocks << m->blkbits;
 	char *store;
 	_Atomic uint64_t *bits;
@@ -105,11 +108,16 @@ static int mem_grow_store(struct mem *m, uint64_t blocks)
 		return 0;
 	if (new_bytes > SIZE_MAX)
 		return -ENOMEM;
-	store = g_try_realloc(m->store, (size_t)new_bytes);
-	if (!store)
+	if (m->store)
+		store = mremap(m->store, m->store_bytes, (size_t)new_bytes,
+			       MREMAP_MAYMOVE);
+	else
+		store = mmap(NULL, (size_t)new_bytes, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (store == MAP_FAILED)
 		return -ENOMEM;
-	m->store = store;
-	memset(store + old_bytes, 0, (size_t)(new_bytes - old_bytes));
+	m->store = store;	/* pages past cap_blocks were never written: zero */
+	m->store_bytes = (size_t)new_bytes;
 	bits = g_try_realloc(m->bits, new_words * sizeof(*bits));
 	if (!bits)
 		return -ENOMEM;	/* the bigger store is kept; harmless */
@@ -249,7 +257,8 @@ static void mem_stop_workers(struct mem *m);
 /* Free what open set up (the workers are stopped). */
 static void mem_free(struct mem *m)
 {
-	g_free(m->store);
+	if (m->store)
+		munmap(m->store, m->store_bytes);
 	g_free(m->bits);
 	g_rw_lock_clear(&m->lock);
 	g_mutex_clear(&m->stats_lock);
