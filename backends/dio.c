@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "iter/obj_cache.h"
+
 #define DIO_DEFAULT_MAX_TRANSFER (1u << 20)
 #define DIO_DEFAULT_MAX_SEGS 1024u
 
@@ -102,6 +104,44 @@ static void dio_set_error(struct dio *dio, int err)
 	atomic_compare_exchange_strong(&dio->error, &expected, err);
 }
 
+/* Requests kept per thread (iter/obj_cache.h), each with the I/O arrays
+ * it last grew: an aligned request takes no heap memory.  Arrays past
+ * these sizes (a request split into many pieces) are not kept. */
+#define DIO_KEEP_IOS 64
+#define DIO_KEEP_IOVS 256
+
+static void dio_drop_arrays(void *obj)
+{
+	struct dio *dio = obj;
+
+	g_free(dio->ios);
+	g_free(dio->iovs);
+	g_free(dio->io_first_iov);
+}
+
+static struct dioloop_obj_cache dio_cache =
+	DIOLOOP_OBJ_CACHE_INIT_DROP(sizeof(struct dio), 64, dio_drop_arrays);
+
+/* A zeroed dio, with the arrays its slot kept. */
+static struct dio *dio_alloc(void)
+{
+	struct dio *dio = dioloop_obj_get(&dio_cache);
+	struct dio_io *ios = dio->ios;
+	struct iovec *iovs = dio->iovs;
+	int *first_iov = dio->io_first_iov;
+	int cap_ios = dio->cap_ios, cap_iovs = dio->cap_iovs;
+	int cap_first_iov = dio->cap_first_iov;
+
+	memset(dio, 0, sizeof(*dio));
+	dio->ios = ios;
+	dio->cap_ios = cap_ios;
+	dio->iovs = iovs;
+	dio->cap_iovs = cap_iovs;
+	dio->io_first_iov = first_iov;
+	dio->cap_first_iov = cap_first_iov;
+	return dio;
+}
+
 static void dio_free(struct dio *dio)
 {
 	if (!dio->is_async) {
@@ -110,10 +150,16 @@ static void dio_free(struct dio *dio)
 	}
 	free(dio->bounce);
 	g_free(dio->bounce_bvec);
-	g_free(dio->ios);
-	g_free(dio->iovs);
-	g_free(dio->io_first_iov);
-	g_free(dio);
+	if (dio->cap_ios > DIO_KEEP_IOS || dio->cap_first_iov > DIO_KEEP_IOS) {
+		g_clear_pointer(&dio->ios, g_free);
+		g_clear_pointer(&dio->io_first_iov, g_free);
+		dio->cap_ios = dio->cap_first_iov = 0;
+	}
+	if (dio->cap_iovs > DIO_KEEP_IOVS) {
+		g_clear_pointer(&dio->iovs, g_free);
+		dio->cap_iovs = 0;
+	}
+	dioloop_obj_put(&dio_cache, dio);
 }
 
 /* The request's result, after end_io; frees the dio. */
@@ -587,7 +633,7 @@ ssize_t blockdev_direct_IO_bvec(struct backend *b, struct kiocb *iocb,
 
 	aligned = dio_request_aligned(iocb->ki_iter, iocb->ki_pos, p->count,
 				      &blkbits, p->dev_blkbits);
-	dio = g_new0(struct dio, 1);
+	dio = dio_alloc();
 	dio->b = b;
 	dio->iocb = iocb;
 	dio->p = *p;

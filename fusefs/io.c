@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backends/aio.h"
+#include "iter/obj_cache.h"
 #include "fusefs/fs.h"
 #include "fusefs/migrate.h"
 #include "fusefs/session_uring.h"
@@ -42,6 +43,17 @@ struct dioloop_io {
 	unsigned int nr_pages;
 	struct bio_vec bvec[];
 };
+
+#define DIOLOOP_IO_MAX_PAGES (DIOLOOP_MAX_WRITE / DIOLOOP_PAGE_SIZE)
+
+/* Request slots, each with room for the largest request's bio_vecs, kept
+ * per thread (iter/obj_cache.h): a read or write takes no heap memory and
+ * no shared lock for its slot.  64 per thread cover the deepest queue a
+ * thread serves at once (queue_depth is shared among the threads). */
+static struct dioloop_obj_cache dioloop_io_slots = DIOLOOP_OBJ_CACHE_INIT(
+	sizeof(struct dioloop_io) +
+		DIOLOOP_IO_MAX_PAGES * sizeof(struct bio_vec),
+	64);
 
 /* Count a request answered without I/O and reply with err (-errno, or
  * 0: an empty read or write).  FUSE worker. */
@@ -70,10 +82,11 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 	unsigned int n = (unsigned int)((size + DIOLOOP_PAGE_SIZE - 1) /
 					DIOLOOP_PAGE_SIZE);
 	struct dioloop_io *io;
-	void *pages[DIOLOOP_MAX_WRITE / DIOLOOP_PAGE_SIZE];
+	void *pages[DIOLOOP_IO_MAX_PAGES];
 	unsigned int i;
 
-	io = g_malloc(sizeof(*io) + n * sizeof(io->bvec[0]));
+	g_assert(n <= DIOLOOP_IO_MAX_PAGES);
+	io = dioloop_obj_get(&dioloop_io_slots);
 	io->req = req;
 	io->fs = fs;
 	io->node = node;
@@ -106,12 +119,16 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
  * that a drain (and the unmount's) waits for its reply too. */
 static void dioloop_io_free(struct dioloop_io *io)
 {
+	void *pages[DIOLOOP_IO_MAX_PAGES];
 	unsigned int i;
 
-	for (i = 0; !io->lent && i < io->nr_pages; i++)
-		dioloop_page_pool_put(io->fs->pool, io->bvec[i].bv_page);
+	if (!io->lent) {
+		for (i = 0; i < io->nr_pages; i++)
+			pages[i] = io->bvec[i].bv_page;
+		dioloop_page_pool_put_many(io->fs->pool, pages, io->nr_pages);
+	}
 	dioloop_node_io_end(io->node);
-	g_free(io);
+	dioloop_obj_put(&dioloop_io_slots, io);
 }
 
 /* Completion of a read: reply with the pages.  Completion thread, the
@@ -120,7 +137,7 @@ static void dioloop_io_free(struct dioloop_io *io)
 static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 {
 	struct dioloop_io *io = container_of(iocb, struct dioloop_io, iocb);
-	struct iovec iov[DIOLOOP_MAX_WRITE / DIOLOOP_PAGE_SIZE];
+	struct iovec iov[DIOLOOP_IO_MAX_PAGES];
 	size_t left;
 	int n = 0;
 
@@ -130,6 +147,10 @@ static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 	if (res < 0) {
 		dioloop_fs_log_error(io->fs, io->node, "read", (int)res);
 		fuse_reply_err(io->req, (int)-res);
+	} else if (io->lent || io->nr_pages == 1) {
+		/* One piece of memory (a ring's payload buffer is): libfuse
+		 * sends it as it is, where fuse_reply_iov would allocate. */
+		fuse_reply_buf(io->req, io->bvec[0].bv_page, (size_t)res);
 	} else {
 		for (left = (size_t)res; left; n++) {
 			size_t len = MIN(left, io->bvec[n].bv_len);

@@ -243,6 +243,21 @@ void dioloop_page_pool_put(struct dioloop_page_pool *pool, void *page)
 	g_mutex_unlock(&pool->lock);
 }
 
+void dioloop_page_pool_put_many(struct dioloop_page_pool *pool, void **pages,
+				size_t n)
+{
+	size_t k;
+
+	if (n == 0)
+		return;
+	g_mutex_lock(&pool->lock);
+	for (k = 0; k < n; k++)
+		pool_give_back(pool, pages[k]);
+	if (pool->waiters)
+		g_cond_broadcast(&pool->cond);
+	g_mutex_unlock(&pool->lock);
+}
+
 void dioloop_page_pool_get_stats(struct dioloop_page_pool *pool,
 				 struct dioloop_page_pool_stats *stats)
 {

@@ -41,6 +41,9 @@ int dioloop_page_pool_get_many(struct dioloop_page_pool *pool, void **pages,
 			       size_t n);
 /* Give a page back; it must have come from this pool. */
 void dioloop_page_pool_put(struct dioloop_page_pool *pool, void *page);
+/* Give n pages back under one lock (a request's pages at its end). */
+void dioloop_page_pool_put_many(struct dioloop_page_pool *pool, void **pages,
+				size_t n);
 
 void dioloop_page_pool_get_stats(struct dioloop_page_pool *pool,
 				 struct dioloop_page_pool_stats *stats);

@@ -46,6 +46,7 @@
 
 #include "backends/iorec.h"
 #include "backends/raw/raw_int.h"
+#include "iter/obj_cache.h"
 
 void (*raw_test_hook)(enum raw_test_point point);
 
@@ -89,6 +90,11 @@ static void raw_restart(struct raw_req *list)
 	}
 }
 
+/* Write requests, kept per thread (iter/obj_cache.h): a write takes no
+ * heap memory. */
+static struct dioloop_obj_cache raw_reqs =
+	DIOLOOP_OBJ_CACHE_INIT(sizeof(struct raw_req), 64);
+
 /* Tell the caller: wake a synchronous one, or call ki_complete.  The last
  * thing done with req (and, for the last request, with the backend). */
 static void raw_deliver(struct raw_req *req, ssize_t res)
@@ -104,7 +110,7 @@ static void raw_deliver(struct raw_req *req, ssize_t res)
 	} else {
 		struct kiocb *orig = req->orig;
 
-		g_free(req);
+		dioloop_obj_put(&raw_reqs, req);
 		orig->ki_complete(orig, res);
 	}
 }
@@ -365,7 +371,8 @@ ssize_t raw_write(struct backend *b, struct raw *r, struct kiocb *iocb)
 	if (is_sync_kiocb(iocb) && dioloop_aio_on_completion_thread(b->aio))
 		return -EDEADLK;
 
-	req = g_new0(struct raw_req, 1);
+	req = dioloop_obj_get(&raw_reqs);
+	*req = (struct raw_req){ 0 };
 	req->r = r;
 	req->orig = iocb;
 	req->count = count;
@@ -388,7 +395,7 @@ ssize_t raw_write(struct backend *b, struct raw *r, struct kiocb *iocb)
 		dioloop_aio_cond_wait(&r->ext.cond, &r->ext.lock);
 	res = req->res;
 	g_mutex_unlock(&r->ext.lock);
-	g_free(req);
+	dioloop_obj_put(&raw_reqs, req);
 	return res;
 }
 

@@ -38,6 +38,7 @@
 
 #include "backends/dio.h"
 #include "backends/iorec.h"
+#include "iter/obj_cache.h"
 #include "backends/raw/orphan.h"
 #include "backends/raw/create.h"
 
@@ -47,10 +48,15 @@
 
 /* ---- reads ---- */
 
-/* end_io of an asynchronous read: free its map cache. */
+/* The map caches of asynchronous reads, kept per thread
+ * (iter/obj_cache.h): a read takes no heap memory. */
+static struct dioloop_obj_cache raw_map_caches =
+	DIOLOOP_OBJ_CACHE_INIT(sizeof(struct raw_map_cache), 64);
+
+/* end_io of an asynchronous read: give its map cache back. */
 static ssize_t raw_read_end_io(struct kiocb *iocb, void *priv, ssize_t res)
 {
-	g_free(priv);
+	dioloop_obj_put(&raw_map_caches, priv);
 	return res;
 }
 
@@ -67,8 +73,10 @@ static ssize_t raw_read(struct backend *b, struct raw *r, struct kiocb *iocb)
 	/* bio_vec iterators cannot be shortened: pass the count. */
 	if (count > size - pos)
 		count = (size_t)(size - pos);
-	if (!is_sync_kiocb(iocb))
-		mc = g_new0(struct raw_map_cache, 1);
+	if (!is_sync_kiocb(iocb)) {
+		mc = dioloop_obj_get(&raw_map_caches);
+		*mc = (struct raw_map_cache){ 0 };
+	}
 	raw_dio_params(r, &p, count, mc, DIO_SKIP_HOLES);
 	if (mc != &stack_map) {
 		p.end_io = raw_read_end_io;
