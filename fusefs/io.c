@@ -46,14 +46,30 @@ struct dioloop_io {
 
 #define DIOLOOP_IO_MAX_PAGES (DIOLOOP_MAX_WRITE / DIOLOOP_PAGE_SIZE)
 
-/* Request slots, each with room for the largest request's bio_vecs, kept
- * per thread (iter/obj_cache.h): a read or write takes no heap memory and
- * no shared lock for its slot.  64 per thread cover the deepest queue a
- * thread serves at once (queue_depth is shared among the threads). */
-static struct dioloop_obj_cache dioloop_io_slots = DIOLOOP_OBJ_CACHE_INIT(
+/*
+ * Request slots kept per thread (iter/obj_cache.h): a read or write takes
+ * no heap memory and no shared lock for its slot.  Two sizes, so that a
+ * small request does not hold room for a mebibyte's bio_vecs: up to
+ * 64 KiB (0.4 KiB a slot; a thread keeps up to 256, more than the
+ * deepest queue one thread serves), and up to DIOLOOP_MAX_WRITE (4.2 KiB;
+ * a thread keeps 64).  So a thread keeps at most 380 KiB of slots.
+ */
+#define DIOLOOP_IO_SMALL_PAGES 16
+
+static struct dioloop_obj_cache dioloop_io_small_slots = DIOLOOP_OBJ_CACHE_INIT(
+	sizeof(struct dioloop_io) +
+		DIOLOOP_IO_SMALL_PAGES * sizeof(struct bio_vec),
+	256);
+static struct dioloop_obj_cache dioloop_io_large_slots = DIOLOOP_OBJ_CACHE_INIT(
 	sizeof(struct dioloop_io) +
 		DIOLOOP_IO_MAX_PAGES * sizeof(struct bio_vec),
 	64);
+
+static struct dioloop_obj_cache *dioloop_io_slots(unsigned int nr_pages)
+{
+	return nr_pages <= DIOLOOP_IO_SMALL_PAGES ? &dioloop_io_small_slots :
+						    &dioloop_io_large_slots;
+}
 
 /* Count a request answered without I/O and reply with err (-errno, or
  * 0: an empty read or write).  FUSE worker. */
@@ -86,7 +102,7 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 	unsigned int i;
 
 	g_assert(n <= DIOLOOP_IO_MAX_PAGES);
-	io = dioloop_obj_get(&dioloop_io_slots);
+	io = dioloop_obj_get(dioloop_io_slots(n));
 	io->req = req;
 	io->fs = fs;
 	io->node = node;
@@ -128,7 +144,7 @@ static void dioloop_io_free(struct dioloop_io *io)
 		dioloop_page_pool_put_many(io->fs->pool, pages, io->nr_pages);
 	}
 	dioloop_node_io_end(io->node);
-	dioloop_obj_put(&dioloop_io_slots, io);
+	dioloop_obj_put(dioloop_io_slots(io->nr_pages), io);
 }
 
 /* Completion of a read: reply with the pages.  Completion thread, the

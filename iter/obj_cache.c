@@ -30,6 +30,35 @@ struct obj_home {
 	alignas(64) _Atomic(struct obj_header *) returned;
 };
 
+/* Under AddressSanitizer a free object is poisoned, as freed memory is,
+ * so that a use after put is still caught (the header stays usable).
+ * Not one that holds memory of its own (a cache with a drop function):
+ * LeakSanitizer does not look for pointers in poisoned memory, and would
+ * call what it holds lost. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+static void obj_poison(struct obj_header *h)
+{
+	if (!h->home->cache->drop)
+		ASAN_POISON_MEMORY_REGION(h + 1, h->home->cache->size);
+}
+
+static void obj_unpoison(struct obj_header *h)
+{
+	ASAN_UNPOISON_MEMORY_REGION(h + 1, h->home->cache->size);
+}
+#else
+static void obj_poison(struct obj_header *h)
+{
+	(void)h;
+}
+
+static void obj_unpoison(struct obj_header *h)
+{
+	(void)h;
+}
+#endif
+
 static struct obj_header *obj_header_of(void *obj)
 {
 	return (struct obj_header *)obj - 1;
@@ -48,7 +77,8 @@ static struct obj_home *obj_home_get(struct dioloop_obj_cache *cache)
 	if (home) {
 		cache->idle = home->next_idle;
 	} else {
-		home = g_new0(struct obj_home, 1);
+		/* Aligned as its returned line asks (g_new0 gives 16). */
+		home = g_aligned_alloc0(1, sizeof(*home), alignof(*home));
 		home->cache = cache;
 		home->next_home = cache->homes;
 		cache->homes = home;
@@ -62,10 +92,32 @@ static void obj_drop(struct obj_header *h)
 {
 	struct dioloop_obj_cache *cache = h->home->cache;
 
+	obj_unpoison(h);
 	if (cache->drop)
 		cache->drop(h + 1);
 	atomic_fetch_add(&cache->dropped, 1);
 	g_free(h);
+}
+
+/* Take back what other threads returned: up to keep free objects in
+ * all, the rest to the heap.  The holder only. */
+static void obj_take_returned(struct obj_home *home)
+{
+	struct obj_header *h = atomic_exchange_explicit(
+		&home->returned, NULL, memory_order_acquire);
+
+	while (h) {
+		struct obj_header *next = h->next;
+
+		if (home->nr_free < home->cache->keep) {
+			h->next = home->free;
+			home->free = h;
+			home->nr_free++;
+		} else {
+			obj_drop(h);
+		}
+		h = next;
+	}
 }
 
 /* Thread exit (the GPrivate's destructor): free objects go back to the
@@ -83,6 +135,19 @@ void dioloop_obj_home_release(gpointer data)
 		obj_drop(h);
 	}
 	home->nr_free = 0;
+	/* What came back so far goes too (keep 0); what comes back later
+	 * waits for the home's next thread, which keeps at most keep. */
+	{
+		struct obj_header *h = atomic_exchange_explicit(
+			&home->returned, NULL, memory_order_acquire);
+
+		while (h) {
+			struct obj_header *next = h->next;
+
+			obj_drop(h);
+			h = next;
+		}
+	}
 	g_mutex_lock(&cache->lock);
 	home->next_idle = cache->idle;
 	cache->idle = home;
@@ -95,15 +160,13 @@ void *dioloop_obj_get(struct dioloop_obj_cache *cache)
 	struct obj_header *h = home->free;
 
 	if (!h && atomic_load_explicit(&home->returned, memory_order_relaxed)) {
-		/* Take back what other threads returned, all at once. */
-		h = atomic_exchange_explicit(&home->returned, NULL,
-					     memory_order_acquire);
-		for (struct obj_header *p = h; p; p = p->next)
-			home->nr_free++;
+		obj_take_returned(home);
+		h = home->free;
 	}
 	if (h) {
 		home->free = h->next;
 		home->nr_free--;
+		obj_unpoison(h);
 		return h + 1;
 	}
 	h = g_malloc0(sizeof(*h) + cache->size);
@@ -123,11 +186,13 @@ void dioloop_obj_put(struct dioloop_obj_cache *cache, void *obj)
 			obj_drop(h);
 			return;
 		}
+		obj_poison(h);
 		h->next = home->free;
 		home->free = h;
 		home->nr_free++;
 		return;
 	}
+	obj_poison(h);
 	h->next = atomic_load_explicit(&home->returned, memory_order_relaxed);
 	while (!atomic_compare_exchange_weak_explicit(
 		&home->returned, &h->next, h, memory_order_release,

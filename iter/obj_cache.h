@@ -13,8 +13,10 @@
  *  - only a thread's first get, or a get with nothing free at home, goes to
  *    the heap.  In a steady state the heap is not on the path at all.
  *
- * A thread keeps at most `keep` free objects; more are given back to the
- * heap (through the cache's drop function, if it has one).  When a
+ * A thread keeps at most `keep` free objects, those returned by other
+ * threads included; more are given back to the heap (through the cache's
+ * drop function, if it has one): a cache holds at most keep objects per
+ * thread that uses it, besides those in use.  When a
  * thread ends, its free objects go back to the heap and its
  * home (with whatever is still out, which comes back to it) waits for the
  * next new thread.  The objects come zeroed from the heap only: a caller
@@ -52,7 +54,9 @@ struct dioloop_obj_cache {
 struct dioloop_obj_cache_stats {
 	uint64_t made;		/* objects taken from the heap, ever */
 	uint64_t dropped;	/* objects given back to the heap, ever */
-	uint64_t homes;		/* threads that have used the cache */
+	uint64_t homes;		/* homes made: the most threads that used
+				 * the cache at once (an ended thread's
+				 * home goes to the next) */
 };
 
 void dioloop_obj_home_release(gpointer home);

@@ -109,6 +109,39 @@ START_TEST(test_obj_cache_returned_objects_come_home)
 }
 END_TEST
 
+/* Objects other threads return count against keep too. */
+static struct dioloop_obj_cache returned_keep_cache =
+	DIOLOOP_OBJ_CACHE_INIT(sizeof(struct obj), 4);
+
+static gpointer put_ten_thread(gpointer data)
+{
+	struct obj **objs = data;
+	int i;
+
+	for (i = 0; i < 10; i++)
+		dioloop_obj_put(&returned_keep_cache, objs[i]);
+	return NULL;
+}
+
+START_TEST(test_obj_cache_returned_objects_count_against_keep)
+{
+	struct obj *objs[10];
+	int i;
+
+	for (i = 0; i < 10; i++)
+		objs[i] = dioloop_obj_get(&returned_keep_cache);
+	g_thread_join(g_thread_new("put", put_ten_thread, objs));
+	for (i = 0; i < 4; i++)
+		objs[i] = dioloop_obj_get(&returned_keep_cache);
+	ck_assert_uint_eq(stats_of(&returned_keep_cache).made, 10);
+	ck_assert_uint_eq(stats_of(&returned_keep_cache).dropped, 6);
+	objs[4] = dioloop_obj_get(&returned_keep_cache);
+	ck_assert_uint_eq(stats_of(&returned_keep_cache).made, 11);
+	for (i = 0; i < 5; i++)
+		dioloop_obj_put(&returned_keep_cache, objs[i]);
+}
+END_TEST
+
 /* A thread that ends gives its free objects back; its home goes to the
  * next thread, with what comes back to it after. */
 static struct dioloop_obj_cache exit_cache =
@@ -303,6 +336,23 @@ START_TEST(test_obj_cache_many_threads)
 }
 END_TEST
 
+#if defined(__SANITIZE_ADDRESS__)
+/* Under ASan a free object is poisoned: a use after put ends the process
+ * as a use after free would. */
+static struct dioloop_obj_cache poison_cache =
+	DIOLOOP_OBJ_CACHE_INIT(sizeof(struct obj), 4);
+
+START_TEST(test_obj_cache_use_after_put_is_caught)
+{
+	struct obj *o = dioloop_obj_get(&poison_cache);
+	volatile uint64_t *seq = &o->seq;
+
+	dioloop_obj_put(&poison_cache, o);
+	*seq = 1;	/* ASan reports this and exits with status 1 */
+}
+END_TEST
+#endif
+
 static Suite *obj_cache_suite(void)
 {
 	Suite *s = suite_create("obj_cache");
@@ -311,11 +361,15 @@ static Suite *obj_cache_suite(void)
 	tc = tcase_create("one thread");
 	tcase_add_test(tc, test_obj_cache_same_thread_reuses);
 	tcase_add_test(tc, test_obj_cache_keeps_at_most_keep);
+#if defined(__SANITIZE_ADDRESS__)
+	tcase_add_exit_test(tc, test_obj_cache_use_after_put_is_caught, 1);
+#endif
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("threads");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_obj_cache_returned_objects_come_home);
+	tcase_add_test(tc, test_obj_cache_returned_objects_count_against_keep);
 	tcase_add_test(tc, test_obj_cache_thread_exit);
 	tcase_add_test(tc, test_obj_cache_drop_frees_what_objects_hold);
 	tcase_add_test(tc, test_obj_cache_many_threads);

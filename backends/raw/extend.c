@@ -93,7 +93,7 @@ static void raw_restart(struct raw_req *list)
 /* Write requests, kept per thread (iter/obj_cache.h): a write takes no
  * heap memory. */
 static struct dioloop_obj_cache raw_reqs =
-	DIOLOOP_OBJ_CACHE_INIT(sizeof(struct raw_req), 64);
+	DIOLOOP_OBJ_CACHE_INIT(sizeof(struct raw_req), 256);
 
 /* Tell the caller: wake a synchronous one, or call ki_complete.  The last
  * thing done with req (and, for the last request, with the backend). */

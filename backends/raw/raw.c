@@ -51,7 +51,7 @@
 /* The map caches of asynchronous reads, kept per thread
  * (iter/obj_cache.h): a read takes no heap memory. */
 static struct dioloop_obj_cache raw_map_caches =
-	DIOLOOP_OBJ_CACHE_INIT(sizeof(struct raw_map_cache), 64);
+	DIOLOOP_OBJ_CACHE_INIT(sizeof(struct raw_map_cache), 256);
 
 /* end_io of an asynchronous read: give its map cache back. */
 static ssize_t raw_read_end_io(struct kiocb *iocb, void *priv, ssize_t res)
