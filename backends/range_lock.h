@@ -9,11 +9,19 @@
  * exclusive range (read-modify-write) conflicts with every overlapping
  * range.  A new range also waits behind overlapping ranges queued before it,
  * so exclusive waiters are never starved.
+ *
+ * The fast path: while no exclusive range is held or waiting, a shared
+ * range is granted by two atomic operations, without the tree's lock or
+ * queue (aligned writes on a node do not serialise on one mutex).  The
+ * price is paid by the rare exclusive range: it waits for every shared
+ * range granted that way, overlapping or not, and while it is there new
+ * shared ranges take the queue.
  */
 #ifndef DIOLOOP_RANGE_LOCK_H
 #define DIOLOOP_RANGE_LOCK_H
 
 #include <glib.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -24,6 +32,7 @@ struct range_lock {
 	uint64_t start, end;		/* [start, end) */
 	bool exclusive;
 	bool granted;			/* protected by the tree's lock */
+	bool fast;			/* granted outside the queue */
 	range_lock_grant_t grant;	/* called once when granted later;
 					 * NULL for acquire_wait */
 	GList link;			/* in the tree's queue */
@@ -35,6 +44,10 @@ struct range_lock_tree {
 	GQueue queue;			/* held and waiting, arrival order;
 					 * protected by lock */
 	unsigned int waiting;		/* queued, not granted; by lock */
+	/* Shared ranges granted outside the queue, and exclusive ranges in
+	 * it: each side raises its own count, then reads the other's. */
+	atomic_uint fast_shared;
+	atomic_uint exclusives;		/* raised and lowered under lock */
 };
 
 void range_lock_tree_init(struct range_lock_tree *tree);

@@ -2,6 +2,7 @@
 /* Range locks: compatibility, arrival order, grants on release. */
 #include <check.h>
 #include <glib.h>
+#include <stdatomic.h>
 
 #include "backends/range_lock.h"
 #include "tests/testutil.h"
@@ -42,15 +43,19 @@ START_TEST(test_range_lock_exclusive_waits_then_granted)
 	range_lock_init(&x, 4096, 4097, true, record_grant);
 	range_lock_init(&far, 8192, 12288, true, record_grant);
 	ck_assert(range_lock_acquire(&t, &a));
+	ck_assert_msg(a.fast, "a shared range with no exclusive one about "
+		      "is granted outside the queue");
 	ck_assert_msg(!range_lock_acquire(&t, &x),
 		      "exclusive range overlapping a held one must wait");
-	ck_assert_msg(range_lock_acquire(&t, &far),
-		      "adjacent non-overlapping range [8192,12288) granted");
+	ck_assert_msg(!range_lock_acquire(&t, &far),
+		      "an exclusive range waits for shared ranges granted "
+		      "outside the queue, even one it does not overlap");
 	ck_assert_int_eq(granted_count, 0);
 	range_lock_release(&t, &a);
-	ck_assert_msg(granted_count == 1 && granted_order[0] == &x,
-		      "release grants the waiting exclusive range");
-	ck_assert(x.granted);
+	ck_assert_msg(granted_count == 2 && granted_order[0] == &x &&
+		      granted_order[1] == &far,
+		      "release grants both waiting exclusive ranges, in order");
+	ck_assert(x.granted && far.granted);
 	range_lock_release(&t, &x);
 	range_lock_release(&t, &far);
 	range_lock_tree_clear(&t);
@@ -79,6 +84,103 @@ START_TEST(test_range_lock_fifo_no_starvation)
 	ck_assert_msg(granted_count == 2 && granted_order[1] == &s2,
 		      "then the shared one");
 	range_lock_release(&t, &s2);
+	range_lock_tree_clear(&t);
+}
+END_TEST
+
+START_TEST(test_range_lock_shared_takes_queue_while_exclusive_there)
+{
+	struct range_lock_tree t;
+	struct range_lock x, near, far;
+
+	granted_count = 0;
+	range_lock_tree_init(&t);
+	range_lock_init(&x, 0, 4096, true, record_grant);
+	range_lock_init(&near, 0, 4096, false, record_grant);
+	range_lock_init(&far, 8192, 12288, false, record_grant);
+	ck_assert(range_lock_acquire(&t, &x));
+	ck_assert_msg(!range_lock_acquire(&t, &near),
+		      "a shared range overlapping a held exclusive one waits");
+	ck_assert_msg(range_lock_acquire(&t, &far) && !far.fast,
+		      "a shared range elsewhere is granted, through the queue");
+	range_lock_release(&t, &x);
+	ck_assert(granted_count == 1 && granted_order[0] == &near);
+	range_lock_release(&t, &near);
+	range_lock_release(&t, &far);
+	range_lock_tree_clear(&t);
+}
+END_TEST
+
+/*
+ * Shared ranges (most of them granted outside the queue) and exclusive
+ * ones over overlapping bytes from several threads: no exclusive holder
+ * ever sees a shared one inside, and every range is granted in the end.
+ */
+struct mixer {
+	struct range_lock_tree *tree;
+	atomic_int *shared_inside;
+	atomic_int *exclusive_inside;
+	atomic_int *bad;
+	int rounds;
+	bool exclusive_every_8th;
+};
+
+static gpointer mixer_thread(gpointer data)
+{
+	struct mixer *m = data;
+	int i;
+
+	for (i = 0; i < m->rounds; i++) {
+		bool excl = m->exclusive_every_8th && i % 8 == 0;
+		struct range_lock rl;
+
+		/* [0, 8192) or [4096, 8192): every two overlap. */
+		range_lock_init(&rl, (uint64_t)(i % 2) * 4096, 8192, excl,
+				NULL);
+		range_lock_acquire_wait(m->tree, &rl);
+		if (excl) {
+			if (atomic_fetch_add(m->exclusive_inside, 1) != 0 ||
+			    atomic_load(m->shared_inside) != 0)
+				atomic_fetch_add(m->bad, 1);
+			g_thread_yield();
+			if (atomic_load(m->shared_inside) != 0)
+				atomic_fetch_add(m->bad, 1);
+			atomic_fetch_sub(m->exclusive_inside, 1);
+		} else {
+			atomic_fetch_add(m->shared_inside, 1);
+			if (atomic_load(m->exclusive_inside) != 0)
+				atomic_fetch_add(m->bad, 1);
+			atomic_fetch_sub(m->shared_inside, 1);
+		}
+		range_lock_release(m->tree, &rl);
+	}
+	return NULL;
+}
+
+START_TEST(test_range_lock_fast_shared_against_exclusive)
+{
+	struct range_lock_tree t;
+	atomic_int shared_inside = 0, exclusive_inside = 0, bad = 0;
+	int rounds = (int)test_iterations(20000), i;
+	struct mixer m[4];
+	GThread *th[4];
+
+	range_lock_tree_init(&t);
+	for (i = 0; i < 4; i++) {
+		m[i] = (struct mixer){ &t, &shared_inside, &exclusive_inside,
+				       &bad, rounds, i < 2 };
+		th[i] = g_thread_new("mixer", mixer_thread, &m[i]);
+	}
+	for (i = 0; i < 4; i++)
+		g_thread_join(th[i]);
+	int nbad = atomic_load(&bad);
+	unsigned int fast = atomic_load(&t.fast_shared);
+	unsigned int excl = atomic_load(&t.exclusives);
+
+	ck_assert_msg(nbad == 0, "%d times an exclusive range had company",
+		      nbad);
+	ck_assert_uint_eq(fast, 0);
+	ck_assert_uint_eq(excl, 0);
 	range_lock_tree_clear(&t);
 }
 END_TEST
@@ -139,6 +241,8 @@ static Suite *range_lock_suite(void)
 	tc = tcase_create("threads");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_range_lock_wait_excludes_threads);
+	tcase_add_test(tc, test_range_lock_shared_takes_queue_while_exclusive_there);
+	tcase_add_test(tc, test_range_lock_fast_shared_against_exclusive);
 	suite_add_tcase(s, tc);
 	return s;
 }
