@@ -9,6 +9,7 @@
 
 #include "backends/iorec.h"
 #include "backends/rbd/rbd_int.h"
+#include "iter/obj_cache.h"
 
 static const char *const drbd_op_names[] = {
 	[DRBD_READ] = "read",
@@ -44,14 +45,20 @@ int drbd_errno(struct drbd *d, int r, const char *what)
 	return r;
 }
 
+/* Requests kept per thread (iter/obj_cache.h): an I/O takes no heap
+ * memory of the backend's. */
+static struct dioloop_obj_cache drbd_reqs =
+	DIOLOOP_OBJ_CACHE_INIT(sizeof(struct drbd_req), 256);
+
 static void drbd_req_free(struct drbd_req *req)
 {
 	if (req->waiter) {
 		g_mutex_clear(&req->lock);
 		g_cond_clear(&req->cond);
 	}
-	g_free(req->iov);
-	g_free(req);
+	if (req->iov != req->inline_iov)
+		g_free(req->iov);
+	dioloop_obj_put(&drbd_reqs, req);
 }
 
 /* Tell the I/O recorder (power-cut tests) what the cluster took: a
@@ -85,17 +92,20 @@ static void drbd_req_record(const struct drbd_req *req)
  * of d is touched after the unlock: a drain may free it then. */
 static void drbd_inflight_put(struct drbd *d)
 {
+	unsigned int v = atomic_load(&d->inflight);
+
+	while (v > 1)
+		if (atomic_compare_exchange_weak(&d->inflight, &v, v - 1))
+			return;
 	g_mutex_lock(&d->idle_lock);
-	if (--d->inflight == 0 && d->draining)
+	if (atomic_fetch_sub(&d->inflight, 1) == 1 && d->draining)
 		g_cond_broadcast(&d->idle_cond);
 	g_mutex_unlock(&d->idle_lock);
 }
 
 static void drbd_inflight_get(struct drbd *d)
 {
-	g_mutex_lock(&d->idle_lock);
-	d->inflight++;
-	g_mutex_unlock(&d->idle_lock);
+	atomic_fetch_add(&d->inflight, 1);
 }
 
 /* A request ended with librbd's result r.  librbd's strand (or the
@@ -168,7 +178,7 @@ void drbd_drain(struct drbd *d)
 {
 	g_mutex_lock(&d->idle_lock);
 	d->draining = true;
-	while (d->inflight)
+	while (atomic_load(&d->inflight))
 		g_cond_wait(&d->idle_cond, &d->idle_lock);
 	g_mutex_unlock(&d->idle_lock);
 }
@@ -176,8 +186,9 @@ void drbd_drain(struct drbd *d)
 static struct drbd_req *drbd_req_new(struct drbd *d, enum drbd_op op,
 				     struct kiocb *iocb)
 {
-	struct drbd_req *req = g_new0(struct drbd_req, 1);
+	struct drbd_req *req = dioloop_obj_get(&drbd_reqs);
 
+	memset(req, 0, sizeof(*req));
 	req->d = d;
 	req->op = op;
 	req->iocb = iocb;
@@ -279,7 +290,7 @@ ssize_t drbd_submit_io(struct drbd *d, struct kiocb *iocb)
 	size_t count = iov_iter_count(it), got = 0;
 	struct drbd_req *req;
 	bool waiter = is_sync_kiocb(iocb);
-	int ret;
+	int nr, ret;
 
 	if (write) {
 		if (pos + count > size) {
@@ -296,11 +307,10 @@ ssize_t drbd_submit_io(struct drbd *d, struct kiocb *iocb)
 	}
 	req = drbd_req_new(d, write ? DRBD_WRITE : DRBD_READ, iocb);
 	/* The array must outlive the call: librbd reads it later. */
-	req->iov = g_new(struct iovec, MIN(it->nr_segs, (unsigned long)IOV_MAX));
-	req->iovcnt = iov_iter_get_iovecs(it, req->iov,
-					  (int)MIN(it->nr_segs,
-						   (unsigned long)IOV_MAX),
-					  count, &got);
+	nr = (int)MIN(it->nr_segs, (unsigned long)IOV_MAX);
+	req->iov = nr <= DRBD_INLINE_IOVS ? req->inline_iov :
+					    g_new(struct iovec, nr);
+	req->iovcnt = iov_iter_get_iovecs(it, req->iov, nr, count, &got);
 	if (got != count) {
 		drbd_req_free(req);
 		return -EINVAL;

@@ -72,7 +72,10 @@ struct drbd {
 	atomic_bool outage;		/* a timeout logged, no success since */
 	GMutex idle_lock;
 	GCond idle_cond;		/* inflight fell to 0 while draining */
-	unsigned int inflight;		/* by idle_lock */
+	/* Requests in flight: raised and lowered without the lock, but
+	 * the last decrement (to 0) is made under it, so that a drain
+	 * that sees 0 under the lock knows nobody touches d any more. */
+	atomic_uint inflight;
 	bool draining;			/* by idle_lock */
 };
 
@@ -85,14 +88,20 @@ enum drbd_op {
 };
 
 /* One request in flight. */
+/* A request's iovecs held in the request itself: a 64 KiB request over
+ * separate pages, or anything in one piece, needs no array of its own. */
+#define DRBD_INLINE_IOVS 16
+
 struct drbd_req {
 	struct drbd *d;
 	enum drbd_op op;
 	struct kiocb *iocb;		/* NULL for a waiting caller */
 	size_t count;			/* bytes a success reports */
 	uint64_t pos;			/* where a read or write starts */
-	struct iovec *iov;		/* kept alive until completion */
+	struct iovec *iov;		/* kept alive until completion:
+					 * inline_iov, or g_new'd */
 	int iovcnt;
+	struct iovec inline_iov[DRBD_INLINE_IOVS];
 	rbd_completion_t c;
 	struct drbd_req *held;		/* drbd_complete()'s list of held ones */
 	ssize_t rbd_res;		/* librbd's result, while held */
