@@ -52,6 +52,7 @@ void range_lock_tree_clear(struct range_lock_tree *tree)
 {
 	g_assert(g_queue_is_empty(&tree->queue));
 	g_assert(atomic_load(&tree->fast_shared) == 0);
+	g_assert(atomic_load(&tree->exclusives) == 0 && tree->waiting == 0);
 	g_mutex_clear(&tree->lock);
 	g_cond_clear(&tree->cond);
 }
@@ -135,9 +136,8 @@ static bool range_lock_try_fast(struct range_lock_tree *tree,
 {
 	if (rl->exclusive)
 		return false;
-	/* Raised first, then exclusives read: reading exclusives before
-	 * as well would save a pair of atomics while one is there, but
-	 * leave the one read that matters to a narrow window only. */
+	/* Raised first, then exclusives read (range_lock.h says why not
+	 * read before as well). */
 	atomic_fetch_add(&tree->fast_shared, 1);
 	if (atomic_load(&tree->exclusives)) {
 		range_lock_fast_put(tree);

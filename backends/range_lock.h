@@ -3,7 +3,9 @@
  * Byte-range locks for one image, granted in arrival order and without
  * blocking the caller: a request that cannot have its range now is queued
  * and its grant callback runs later, on the thread that releases the
- * conflicting range (a completion thread).
+ * conflicting range (a completion thread), or on a thread taking a shared
+ * range that backs out of the fast path (below): any thread that takes
+ * ranges, so a grant callback must not need a lock its caller may hold.
  *
  * Shared ranges (aligned writes) are compatible with each other; an
  * exclusive range (read-modify-write) conflicts with every overlapping
@@ -14,8 +16,13 @@
  * range is granted by two atomic operations, without the tree's lock or
  * queue (aligned writes on a node do not serialise on one mutex).  The
  * price is paid by the rare exclusive range: it waits for every shared
- * range granted that way, overlapping or not, and while it is there new
- * shared ranges take the queue.
+ * range granted that way, overlapping or not (a discard or punch behind a
+ * write that hangs on a remote store waits as long as that write), and
+ * while it is there each new shared range raises and lowers the count
+ * before it takes the queue, and the one that lowers it to zero takes the
+ * lock once more to grant what waited for it.  Reading the exclusive count
+ * before raising would save that, but would leave the one read that
+ * matters to a window no test can reach.
  */
 #ifndef DIOLOOP_RANGE_LOCK_H
 #define DIOLOOP_RANGE_LOCK_H
