@@ -529,11 +529,6 @@ struct backend *backend_filter_swap_inner(struct backend *b,
 	return old;
 }
 
-/*
- * Synchronous read or write of a flat buffer through page-aligned bounce
- * pages, piece by piece.  Like pread/pwrite: the bytes done, or -errno if
- * the first piece failed; a read stops at EOF.
- */
 /* Each thread's bounce buffer for backend_rw_buf, BACKEND_CHUNK bytes,
  * kept from call to call: tools and tests call it in loops, and a fresh
  * mebibyte each time costs its page faults every time. */
@@ -568,6 +563,11 @@ static void rw_bounce_put(void *bounce, bool mine)
 		free(bounce);
 }
 
+/*
+ * Synchronous read or write of a flat buffer through page-aligned bounce
+ * pages, piece by piece.  Like pread/pwrite: the bytes done, or -errno if
+ * the first piece failed; a read stops at EOF.
+ */
 static ssize_t backend_rw_buf(struct backend *b, int rw, void *buf,
 			      size_t len, uint64_t pos)
 {

@@ -38,9 +38,9 @@
 
 #include "backends/dio.h"
 #include "backends/iorec.h"
-#include "iter/obj_cache.h"
 #include "backends/raw/orphan.h"
 #include "backends/raw/create.h"
+#include "iter/obj_cache.h"
 
 #define RAW_AIO_DEPTH 256
 #define RAW_MAX_TRANSFER (1u << 20)
