@@ -1,270 +1,509 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The page pool.  Pages come from chunks of up to POOL_CHUNK_PAGES pages,
- * each allocated at a POOL_CHUNK_SIZE-aligned address, so masking a page's
- * address gives its chunk: put finds the chunk in O(1) (a hash lookup), which
- * lets it catch foreign pages and double puts with a per-chunk bitmap.
- * Free pages are kept on an intrusive LIFO list threaded through the pages
- * themselves (recently used pages are handed out first, still warm).
+ * The page pool (see page_pool.h).
  *
- * A chunk smaller than POOL_CHUNK_PAGES (the last one before cap) still gets
- * the full alignment; the gap is address space, never touched memory.
+ * Memory: one anonymous mapping of cap pages, reserved at creation and
+ * brought into use from the bottom, POOL_GROW_PAGES at a time, as the
+ * shared store runs dry.  A page's index in the mapping gives its state
+ * byte (free or out), which catches foreign pages and second puts with
+ * one exchange and no lock, wherever the page is put.
+ *
+ * The shared store is a stack of free pages under pool->lock.  Each thread
+ * has a number (the lowest not held by a live thread), and its cache in a
+ * pool is pool->caches[number]: a stack of free pages under a lock of its
+ * own, which only its thread takes, except a thread taking pages back from
+ * every cache when the store runs short.  A cache outlives its thread and
+ * goes, pages and all, to the next thread given the same number.
+ *
+ * Lock order: pool->lock, then a cache's lock.  A thread never takes
+ * pool->lock while it holds a cache's lock.
+ *
+ * A put into a cache and a thread starting to wait are ordered like
+ * Dekker's: the putter fills its cache, then reads `waiters`; the waiter
+ * raises `waiters`, then empties every cache.  With a seq_cst fence on
+ * each side, either the putter sees the waiter and gives its cache to the
+ * store, or the waiter finds the putter's pages.
  */
 #include "iter/page_pool.h"
 
 #include <errno.h>
-#include <stdint.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include <glib.h>
 
 #include "iter/iov_iter.h"
 
-#define POOL_CHUNK_PAGES 64
-#define POOL_CHUNK_SIZE (POOL_CHUNK_PAGES * DIOLOOP_PAGE_SIZE)
+/* Pages the store brings into use at once when it runs dry. */
+#define POOL_GROW_PAGES 64
+/* Pages a cache moves to or from the store at once. */
+#define CACHE_BATCH (DIOLOOP_PAGE_POOL_THREAD_PAGES / 2)
+/* Threads alive at once that get a cache; others use the store. */
+#define POOL_MAX_THREADS 1024
 
-struct pool_chunk {
-	char *mem;			/* POOL_CHUNK_SIZE aligned */
-	unsigned int nr_pages;		/* <= POOL_CHUNK_PAGES */
-	uint64_t in_use;		/* bit n: page n handed out */
-};
+enum { PAGE_FREE = 0, PAGE_OUT = 1 };
 
-_Static_assert(POOL_CHUNK_PAGES <= 64, "pool_chunk.in_use has 64 bits");
-
-/* A free page's first bytes: the link to the next free page. */
-struct free_page {
-	struct free_page *next;
+struct page_cache {
+	alignas(64) GMutex lock;
+	unsigned int nr;		/* pages[0..nr): free, top last */
+	int64_t net;			/* pages got minus pages put here */
+	void *pages[DIOLOOP_PAGE_POOL_THREAD_PAGES];
 };
 
 /*
- * Everything below the lock is protected by it.  Invariants:
- * nr_free + in_use == allocated <= cap; the free list holds nr_free pages.
+ * Below the lock, everything is protected by it.  Invariants: the store
+ * holds nr_free pages; out == allocated - nr_free (pages in use or in a
+ * cache); allocated <= cap.
  */
 struct dioloop_page_pool {
-	GMutex lock;
-	GCond cond;			/* a page was put back */
-	struct free_page *free_list;
-	GHashTable *chunks;		/* chunk mem -> struct pool_chunk */
-	size_t nr_free;
-	size_t in_use;
-	size_t high_water;
-	size_t allocated;
+	char *base;			/* cap pages, mapped at creation */
 	size_t cap;
-	unsigned int waiters;		/* threads in get_wait */
+	_Atomic unsigned char *state;	/* PAGE_FREE or PAGE_OUT, per page */
+	atomic_uint waiters;		/* threads in get_wait, by its lock */
+	_Atomic(struct page_cache *) caches[POOL_MAX_THREADS];
+
+	GMutex lock;
+	GCond cond;			/* the store gained pages */
+	void **free;			/* the store: cap slots */
+	size_t nr_free;
+	size_t allocated;
+	size_t out;
+	size_t high_water;		/* of out */
+	int64_t net;			/* pages got minus put via the store */
+	uint64_t shared_trips;
 };
 
-static void pool_chunk_free(gpointer data)
-{
-	struct pool_chunk *chunk = data;
+/* ---- thread numbers ---- */
 
-	free(chunk->mem);
-	g_free(chunk);
+static GMutex thread_numbers_lock;
+static uint64_t thread_numbers[POOL_MAX_THREADS / 64];
+static _Thread_local unsigned int thread_number_plus1;
+
+static void thread_number_release(gpointer data)
+{
+	unsigned int n = GPOINTER_TO_UINT(data) - 1;
+
+	g_mutex_lock(&thread_numbers_lock);
+	thread_numbers[n / 64] &= ~((uint64_t)1 << (n % 64));
+	g_mutex_unlock(&thread_numbers_lock);
+	thread_number_plus1 = 0;
 }
 
-/* The chunk page belongs to, or NULL if none of ours.  Lock held. */
-static struct pool_chunk *pool_chunk_of(struct dioloop_page_pool *pool,
-					void *page)
-{
-	uintptr_t base = (uintptr_t)page & ~(uintptr_t)(POOL_CHUNK_SIZE - 1);
-	struct pool_chunk *chunk = g_hash_table_lookup(pool->chunks,
-						       (void *)base);
+static GPrivate thread_number_key = G_PRIVATE_INIT(thread_number_release);
 
-	if (chunk && ((char *)page - chunk->mem) / DIOLOOP_PAGE_SIZE >=
-		     chunk->nr_pages)
-		return NULL;
-	return chunk;
+/* This thread's number, or -1 when POOL_MAX_THREADS threads have one. */
+static int thread_number(void)
+{
+	unsigned int w;
+
+	if (thread_number_plus1)
+		return (int)thread_number_plus1 - 1;
+	g_mutex_lock(&thread_numbers_lock);
+	for (w = 0; w < G_N_ELEMENTS(thread_numbers); w++) {
+		if (thread_numbers[w] != UINT64_MAX) {
+			unsigned int bit = (unsigned int)__builtin_ctzll(
+				~thread_numbers[w]);
+
+			thread_numbers[w] |= (uint64_t)1 << bit;
+			thread_number_plus1 = w * 64 + bit + 1;
+			break;
+		}
+	}
+	g_mutex_unlock(&thread_numbers_lock);
+	if (!thread_number_plus1)
+		return -1;
+	g_private_set(&thread_number_key,
+		      GUINT_TO_POINTER(thread_number_plus1));
+	return (int)thread_number_plus1 - 1;
+}
+
+/* ---- pages ---- */
+
+/* Under AddressSanitizer a free page is poisoned, so a use after put is
+ * reported like a use after free. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define page_poison(p) ASAN_POISON_MEMORY_REGION((p), DIOLOOP_PAGE_SIZE)
+#define page_unpoison(p) ASAN_UNPOISON_MEMORY_REGION((p), DIOLOOP_PAGE_SIZE)
+/* Before the mapping goes: the next mapping at its address starts clean. */
+#define pool_unpoison(pool)                                                \
+	ASAN_UNPOISON_MEMORY_REGION((pool)->base,                          \
+				    (pool)->cap * DIOLOOP_PAGE_SIZE)
+#else
+#define page_poison(p) ((void)(p))
+#define page_unpoison(p) ((void)(p))
+#define pool_unpoison(pool) ((void)(pool))
+#endif
+
+/* Hand pages out: each was free. */
+static void pages_mark_out(struct dioloop_page_pool *pool, void **pages,
+			   size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++) {
+		size_t idx = (size_t)((char *)pages[k] - pool->base) /
+			     DIOLOOP_PAGE_SIZE;
+
+		g_assert(atomic_exchange_explicit(&pool->state[idx], PAGE_OUT,
+						  memory_order_relaxed) ==
+			 PAGE_FREE);
+		page_unpoison(pages[k]);
+	}
+}
+
+/* Take pages back: each must be ours and out.  Programming errors, not
+ * input: a page from elsewhere, a pointer into a page, or a page put twice
+ * would hand one page to two requests. */
+static void pages_mark_free(struct dioloop_page_pool *pool, void **pages,
+			    size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++) {
+		char *page = pages[k];
+		size_t idx;
+
+		g_assert(page >= pool->base &&
+			 page < pool->base + pool->cap * DIOLOOP_PAGE_SIZE);
+		g_assert(((uintptr_t)page & (DIOLOOP_PAGE_SIZE - 1)) == 0);
+		idx = (size_t)(page - pool->base) / DIOLOOP_PAGE_SIZE;
+		g_assert(atomic_exchange_explicit(&pool->state[idx], PAGE_FREE,
+						  memory_order_relaxed) ==
+			 PAGE_OUT);
+		page_poison(page);
+	}
+}
+
+/* ---- the shared store (pool->lock held) ---- */
+
+/* Bring pages into use until the store holds need, or limit (<= cap)
+ * pages are in use. */
+static void store_grow(struct dioloop_page_pool *pool, size_t need,
+		       size_t limit)
+{
+	while (pool->nr_free < need && pool->allocated < limit) {
+		size_t n = MIN((size_t)POOL_GROW_PAGES,
+			       limit - pool->allocated);
+		size_t k;
+
+		/* Pushed from the top: the lowest address goes first. */
+		for (k = n; k-- > 0;) {
+			char *page = pool->base + (pool->allocated + k) *
+							  DIOLOOP_PAGE_SIZE;
+
+			page_poison(page);
+			pool->free[pool->nr_free++] = page;
+		}
+		pool->allocated += n;
+	}
+}
+
+static void store_push(struct dioloop_page_pool *pool, void *const *pages,
+		       size_t n)
+{
+	memcpy(&pool->free[pool->nr_free], pages, n * sizeof(*pages));
+	pool->nr_free += n;
+	pool->out -= n;
+	if (atomic_load(&pool->waiters))
+		g_cond_broadcast(&pool->cond);
+}
+
+/* Move a cache's pages to the store. */
+static void store_drain_cache(struct dioloop_page_pool *pool,
+			      struct page_cache *cache)
+{
+	g_mutex_lock(&cache->lock);
+	store_push(pool, cache->pages, cache->nr);
+	cache->nr = 0;
+	g_mutex_unlock(&cache->lock);
+}
+
+/* Take back the pages of every thread's cache. */
+static void store_steal(struct dioloop_page_pool *pool)
+{
+	size_t i;
+
+	for (i = 0; i < POOL_MAX_THREADS; i++) {
+		struct page_cache *cache = atomic_load_explicit(
+			&pool->caches[i], memory_order_acquire);
+
+		if (cache)
+			store_drain_cache(pool, cache);
+	}
 }
 
 /*
- * Allocate a chunk of nr_pages (<= POOL_CHUNK_PAGES) and put its pages on
- * the free list.  0 or -ENOMEM.  Lock held (or the pool not yet shared):
- * growing under the lock keeps allocated <= cap without a second protocol,
- * and it happens at most cap / POOL_CHUNK_PAGES times.
+ * Take at least need and at most want pages, bringing pages into use and
+ * then taking back cached ones when the store has fewer than need.  The
+ * number taken, or 0 (nothing taken) when need pages are not free.
  */
-static int pool_grow(struct dioloop_page_pool *pool, size_t nr_pages)
+static size_t store_take(struct dioloop_page_pool *pool, void **pages,
+			 size_t need, size_t want)
 {
-	struct pool_chunk *chunk;
-	void *mem;
 	size_t n;
 
-	g_assert(nr_pages > 0 && nr_pages <= POOL_CHUNK_PAGES);
-	if (posix_memalign(&mem, POOL_CHUNK_SIZE,
-			   nr_pages * DIOLOOP_PAGE_SIZE))
-		return -ENOMEM;
-	chunk = g_new(struct pool_chunk, 1);
-	chunk->mem = mem;
-	chunk->nr_pages = (unsigned int)nr_pages;
-	chunk->in_use = 0;
-	g_hash_table_insert(pool->chunks, mem, chunk);
-	/* Push from the top so the lowest address is handed out first. */
-	for (n = nr_pages; n-- > 0;) {
-		void *page = chunk->mem + n * DIOLOOP_PAGE_SIZE;
-		struct free_page *fp = page;
+	pool->shared_trips++;
+	store_grow(pool, need, pool->cap);
+	if (pool->nr_free < need)
+		store_steal(pool);
+	if (pool->nr_free < need)
+		return 0;
+	n = MIN(want, pool->nr_free);
+	pool->nr_free -= n;
+	memcpy(pages, &pool->free[pool->nr_free], n * sizeof(*pages));
+	pool->out += n;
+	pool->high_water = MAX(pool->high_water, pool->out);
+	return n;
+}
 
-		fp->next = pool->free_list;
-		pool->free_list = fp;
+/* ---- thread caches ---- */
+
+/* This thread's cache in pool, made on first use; NULL if the thread has
+ * no number. */
+static struct page_cache *cache_self(struct dioloop_page_pool *pool)
+{
+	int n = thread_number();
+	struct page_cache *cache;
+
+	if (n < 0)
+		return NULL;
+	/* Only the thread holding number n stores into caches[n]. */
+	cache = atomic_load_explicit(&pool->caches[n], memory_order_acquire);
+	if (!cache) {
+		cache = g_aligned_alloc0(1, sizeof(*cache),
+					 alignof(struct page_cache));
+		g_mutex_init(&cache->lock);
+		atomic_store_explicit(&pool->caches[n], cache,
+				      memory_order_release);
 	}
-	pool->nr_free += nr_pages;
-	pool->allocated += nr_pages;
+	return cache;
+}
+
+/* After pages went into this thread's cache: if a thread waits for pages,
+ * give them to the store (see the top of this file). */
+static void cache_wake_waiters(struct dioloop_page_pool *pool,
+			       struct page_cache *cache)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load_explicit(&pool->waiters, memory_order_relaxed))
+		return;
+	g_mutex_lock(&pool->lock);
+	store_drain_cache(pool, cache);
+	g_mutex_unlock(&pool->lock);
+}
+
+static int cache_get(struct dioloop_page_pool *pool, struct page_cache *cache,
+		     void **pages, size_t n)
+{
+	void *more[CACHE_BATCH + CACHE_BATCH];
+	size_t got;
+
+	g_mutex_lock(&cache->lock);
+	if (cache->nr >= n) {
+		cache->nr -= (unsigned int)n;
+		memcpy(pages, &cache->pages[cache->nr], n * sizeof(*pages));
+		cache->net += (int64_t)n;
+		g_mutex_unlock(&cache->lock);
+		return 0;
+	}
+	g_mutex_unlock(&cache->lock);
+
+	g_mutex_lock(&pool->lock);
+	got = store_take(pool, more, n, n + CACHE_BATCH);
+	g_mutex_unlock(&pool->lock);
+	if (!got)
+		return -ENOMEM;
+	memcpy(pages, more, n * sizeof(*pages));
+	/* The rest to the cache: it held fewer than n <= CACHE_BATCH, and
+	 * only this thread adds to it, so they fit. */
+	g_mutex_lock(&cache->lock);
+	memcpy(&cache->pages[cache->nr], more + n, (got - n) * sizeof(*more));
+	cache->nr += (unsigned int)(got - n);
+	cache->net += (int64_t)n;
+	g_mutex_unlock(&cache->lock);
+	if (got > n)
+		cache_wake_waiters(pool, cache);
 	return 0;
 }
 
-/* The next chunk's size when growing towards limit pages. */
-static size_t pool_chunk_pages(const struct dioloop_page_pool *pool,
-			       size_t limit)
+static void cache_put(struct dioloop_page_pool *pool, struct page_cache *cache,
+		      void **pages, size_t n)
 {
-	return MIN((size_t)POOL_CHUNK_PAGES, limit - pool->allocated);
+	void *spill[CACHE_BATCH];
+	bool spilled = false;
+
+	g_mutex_lock(&cache->lock);
+	if (cache->nr + n > DIOLOOP_PAGE_POOL_THREAD_PAGES) {
+		/* Full: the coldest half goes to the store. */
+		memcpy(spill, cache->pages, sizeof(spill));
+		memmove(cache->pages, cache->pages + CACHE_BATCH,
+			(cache->nr - CACHE_BATCH) * sizeof(*cache->pages));
+		cache->nr -= CACHE_BATCH;
+		spilled = true;
+	}
+	memcpy(&cache->pages[cache->nr], pages, n * sizeof(*pages));
+	cache->nr += (unsigned int)n;
+	cache->net -= (int64_t)n;
+	g_mutex_unlock(&cache->lock);
+	if (spilled) {
+		g_mutex_lock(&pool->lock);
+		pool->shared_trips++;
+		store_push(pool, spill, CACHE_BATCH);
+		g_mutex_unlock(&pool->lock);
+	}
+	cache_wake_waiters(pool, cache);
 }
+
+/* ---- the API ---- */
 
 int dioloop_page_pool_new(size_t prealloc, size_t cap,
 			  struct dioloop_page_pool **out)
 {
 	struct dioloop_page_pool *pool;
+	void *base;
+	size_t k;
 
-	if (cap == 0 || prealloc > cap)
+	if (cap == 0 || prealloc > cap || cap > SIZE_MAX / DIOLOOP_PAGE_SIZE)
 		return -EINVAL;
-	pool = g_new0(struct dioloop_page_pool, 1);
+	base = mmap(NULL, cap * DIOLOOP_PAGE_SIZE, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		return -ENOMEM;
+	pool = g_aligned_alloc0(1, sizeof(*pool), 64);
+	pool->base = base;
+	pool->cap = cap;
+	pool->state = g_malloc0(cap);
+	pool->free = g_new(void *, cap);
 	g_mutex_init(&pool->lock);
 	g_cond_init(&pool->cond);
-	pool->chunks = g_hash_table_new_full(g_direct_hash, g_direct_equal,
-					     NULL, pool_chunk_free);
-	pool->cap = cap;
-	while (pool->allocated < prealloc) {
-		if (pool_grow(pool, pool_chunk_pages(pool, prealloc)))
-			goto out_free_pool;
-	}
+	/* Touched, so that the memory is there before the first request. */
+	for (k = 0; k < prealloc; k++)
+		pool->base[k * DIOLOOP_PAGE_SIZE] = 0;
+	store_grow(pool, prealloc, prealloc);
 	*out = pool;
 	return 0;
-
-out_free_pool:
-	dioloop_page_pool_free(pool);
-	return -ENOMEM;
 }
 
 void dioloop_page_pool_free(struct dioloop_page_pool *pool)
 {
+	struct dioloop_page_pool_stats stats;
+	size_t i;
+
 	if (!pool)
 		return;
-	g_assert(pool->in_use == 0);
-	g_hash_table_destroy(pool->chunks);
+	dioloop_page_pool_get_stats(pool, &stats);
+	g_assert(stats.in_use == 0);
+	for (i = 0; i < POOL_MAX_THREADS; i++) {
+		struct page_cache *cache = atomic_load(&pool->caches[i]);
+
+		if (cache) {
+			g_mutex_clear(&cache->lock);
+			g_aligned_free(cache);
+		}
+	}
+	pool_unpoison(pool);
+	munmap(pool->base, pool->cap * DIOLOOP_PAGE_SIZE);
+	g_free(pool->free);
+	g_free((void *)pool->state);
 	g_cond_clear(&pool->cond);
 	g_mutex_clear(&pool->lock);
-	g_free(pool);
+	g_aligned_free(pool);
 }
 
-/* Take a free page, growing if none is free; NULL at cap or out of memory.
- * Lock held. */
-static void *pool_take(struct dioloop_page_pool *pool)
+int dioloop_page_pool_get_many(struct dioloop_page_pool *pool, void **pages,
+			       size_t n)
 {
-	struct free_page *fp;
-	struct pool_chunk *chunk;
-	size_t idx;
+	struct page_cache *cache;
+	int ret = 0;
 
-	if (!pool->free_list &&
-	    (pool->allocated == pool->cap ||
-	     pool_grow(pool, pool_chunk_pages(pool, pool->cap))))
-		return NULL;
-	fp = pool->free_list;
-	pool->free_list = fp->next;
-	pool->nr_free--;
-	pool->in_use++;
-	if (pool->in_use > pool->high_water)
-		pool->high_water = pool->in_use;
-	chunk = pool_chunk_of(pool, fp);
-	idx = ((char *)fp - chunk->mem) / DIOLOOP_PAGE_SIZE;
-	chunk->in_use |= (uint64_t)1 << idx;
-	return fp;
-}
-
-/* Push page back on the free list.  Lock held. */
-static void pool_give_back(struct dioloop_page_pool *pool, void *page)
-{
-	struct pool_chunk *chunk = pool_chunk_of(pool, page);
-	struct free_page *fp = page;
-	uint64_t bit;
-
-	/* Programming errors, not input: a page from elsewhere, a pointer
-	 * into a page, or a page put twice would corrupt the free list. */
-	g_assert(chunk != NULL);
-	g_assert(((uintptr_t)page & (DIOLOOP_PAGE_SIZE - 1)) == 0);
-	bit = (uint64_t)1 << (((char *)page - chunk->mem) / DIOLOOP_PAGE_SIZE);
-	g_assert(chunk->in_use & bit);
-	chunk->in_use &= ~bit;
-	fp->next = pool->free_list;
-	pool->free_list = fp;
-	pool->nr_free++;
-	pool->in_use--;
+	if (n == 0)
+		return 0;
+	cache = n <= CACHE_BATCH ? cache_self(pool) : NULL;
+	if (cache) {
+		ret = cache_get(pool, cache, pages, n);
+	} else {
+		g_mutex_lock(&pool->lock);
+		if (store_take(pool, pages, n, n))
+			pool->net += (int64_t)n;
+		else
+			ret = -ENOMEM;
+		g_mutex_unlock(&pool->lock);
+	}
+	if (ret == 0)
+		pages_mark_out(pool, pages, n);
+	return ret;
 }
 
 void *dioloop_page_pool_get_wait(struct dioloop_page_pool *pool)
 {
 	void *page;
 
+	if (dioloop_page_pool_get_many(pool, &page, 1) == 0)
+		return page;
 	g_mutex_lock(&pool->lock);
-	while (!(page = pool_take(pool))) {
-		/* Below cap, pool_take() failed to allocate: don't wait for
-		 * pages that may never have been handed out. */
-		if (pool->allocated < pool->cap)
-			break;
-		pool->waiters++;
+	atomic_fetch_add(&pool->waiters, 1);
+	atomic_thread_fence(memory_order_seq_cst);
+	while (!store_take(pool, &page, 1, 1))
 		g_cond_wait(&pool->cond, &pool->lock);
-		pool->waiters--;
-	}
+	atomic_fetch_sub(&pool->waiters, 1);
+	pool->net++;
 	g_mutex_unlock(&pool->lock);
+	pages_mark_out(pool, &page, 1);
 	return page;
-}
-
-int dioloop_page_pool_get_many(struct dioloop_page_pool *pool, void **pages,
-			       size_t n)
-{
-	size_t k;
-
-	g_mutex_lock(&pool->lock);
-	while (pool->nr_free < n && pool->allocated < pool->cap) {
-		if (pool_grow(pool, pool_chunk_pages(pool, pool->cap)))
-			break;
-	}
-	if (pool->nr_free < n) {
-		g_mutex_unlock(&pool->lock);
-		return -ENOMEM;
-	}
-	for (k = 0; k < n; k++)
-		pages[k] = pool_take(pool);
-	g_mutex_unlock(&pool->lock);
-	return 0;
-}
-
-void dioloop_page_pool_put(struct dioloop_page_pool *pool, void *page)
-{
-	g_mutex_lock(&pool->lock);
-	pool_give_back(pool, page);
-	if (pool->waiters)
-		g_cond_signal(&pool->cond);
-	g_mutex_unlock(&pool->lock);
 }
 
 void dioloop_page_pool_put_many(struct dioloop_page_pool *pool, void **pages,
 				size_t n)
 {
-	size_t k;
+	struct page_cache *cache;
 
 	if (n == 0)
 		return;
+	pages_mark_free(pool, pages, n);
+	cache = n <= CACHE_BATCH ? cache_self(pool) : NULL;
+	if (cache) {
+		cache_put(pool, cache, pages, n);
+		return;
+	}
 	g_mutex_lock(&pool->lock);
-	for (k = 0; k < n; k++)
-		pool_give_back(pool, pages[k]);
-	if (pool->waiters)
-		g_cond_broadcast(&pool->cond);
+	pool->shared_trips++;
+	store_push(pool, pages, n);
+	pool->net -= (int64_t)n;
 	g_mutex_unlock(&pool->lock);
+}
+
+void dioloop_page_pool_put(struct dioloop_page_pool *pool, void *page)
+{
+	dioloop_page_pool_put_many(pool, &page, 1);
 }
 
 void dioloop_page_pool_get_stats(struct dioloop_page_pool *pool,
 				 struct dioloop_page_pool_stats *stats)
 {
+	int64_t in_use;
+	size_t i;
+
 	g_mutex_lock(&pool->lock);
-	stats->in_use = pool->in_use;
+	in_use = pool->net;
+	for (i = 0; i < POOL_MAX_THREADS; i++) {
+		struct page_cache *cache = atomic_load_explicit(
+			&pool->caches[i], memory_order_acquire);
+
+		if (cache) {
+			g_mutex_lock(&cache->lock);
+			in_use += cache->net;
+			g_mutex_unlock(&cache->lock);
+		}
+	}
+	stats->in_use = (size_t)in_use;
 	stats->high_water = pool->high_water;
 	stats->allocated = pool->allocated;
 	stats->cap = pool->cap;
+	stats->shared_trips = pool->shared_trips;
 	g_mutex_unlock(&pool->lock);
 }

@@ -3,6 +3,7 @@
 #include <check.h>
 #include <errno.h>
 #include <glib.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -186,7 +187,8 @@ START_TEST(test_page_pool_get_many_all_or_nothing)
 }
 END_TEST
 
-/* A random get/put sequence against a model of in_use and high_water. */
+/* A random get/put sequence against a model of in_use and high_water
+ * (which counts this thread's cache too: at most THREAD_PAGES more). */
 START_TEST(test_page_pool_stats)
 {
 	struct test_rng r;
@@ -219,12 +221,16 @@ START_TEST(test_page_pool_stats)
 		}
 		high = MAX(high, held);
 		st = pool_stats(pool);
-		ck_assert_msg(st.in_use == held && st.high_water == high,
-			      "expected in_use %zu, high_water %zu; got %zu, "
-			      "%zu", held, high, st.in_use, st.high_water);
-		ck_assert_msg(st.allocated <= cap && st.allocated >= high &&
+		ck_assert_msg(st.in_use == held && st.high_water >= high &&
+			      st.high_water <=
+				      high + DIOLOOP_PAGE_POOL_THREAD_PAGES,
+			      "expected in_use %zu, high_water %zu + up to a "
+			      "cache; got %zu, %zu", held, high, st.in_use,
+			      st.high_water);
+		ck_assert_msg(st.allocated <= cap &&
+			      st.allocated >= st.high_water &&
 			      st.allocated >= prealloc &&
-			      st.allocated < MAX(prealloc, high) + 64,
+			      st.allocated < MAX(prealloc, st.high_water) + 64,
 			      "expected allocated (%zu) lazily grown in chunks "
 			      "of <= 64 between max(prealloc, high_water) and "
 			      "cap", st.allocated);
@@ -263,8 +269,8 @@ START_TEST(test_page_pool_reuse)
 	dioloop_page_pool_put(pool, b);
 	dioloop_page_pool_put(pool, a);
 	ck_assert_msg(pool_stats(pool).allocated <= 8 &&
-		      pool_stats(pool).high_water == 2,
-		      "expected high_water 2 after reuse");
+		      pool_stats(pool).in_use == 0,
+		      "expected in_use 0 after reuse");
 	dioloop_page_pool_free(pool);
 }
 END_TEST
@@ -492,6 +498,223 @@ START_TEST(test_page_pool_get_wait_wakes_on_put)
 }
 END_TEST
 
+/* ---- thread caches ---- */
+
+/* A request's worth of pages got and put on one thread takes the shared
+ * lock only to fill its cache. */
+START_TEST(test_page_pool_cache_one_thread)
+{
+	struct dioloop_page_pool *pool = pool_new_or_fail(0, 1024);
+	unsigned n, iters = test_iterations(10000);
+	void *pages[16];
+	uint64_t trips;
+
+	for (n = 0; n < iters; n++) {
+		size_t k = n % 2 ? 1 : 16;
+
+		ck_assert_msg(dioloop_page_pool_get_many(pool, pages, k) == 0,
+			      "expected %zu pages", k);
+		dioloop_page_pool_put_many(pool, pages, k);
+	}
+	trips = pool_stats(pool).shared_trips;
+	ck_assert_msg(trips <= 2,
+		      "expected the shared lock taken only to fill the "
+		      "cache, got %" PRIu64 " trips for %u gets and puts",
+		      trips, iters);
+	ck_assert_msg(pool_stats(pool).in_use == 0, "expected in_use 0");
+	dioloop_page_pool_free(pool);
+}
+END_TEST
+
+/* Pages got on one thread and put on another (a FUSE worker and a
+ * completion thread) move between them in batches: a small fraction of
+ * a shared trip per page, and every page handed out once at a time. */
+struct handoff {
+	struct dioloop_page_pool *pool;
+	GAsyncQueue *queue;	/* pages from the getter to the putter */
+	unsigned pages;
+};
+
+static gpointer handoff_putter(gpointer data)
+{
+	struct handoff *h = data;
+	unsigned n;
+
+	for (n = 0; n < h->pages; n++) {
+		unsigned char *page = g_async_queue_pop(h->queue);
+
+		if (page[0] != (unsigned char)n)
+			return GINT_TO_POINTER(1);
+		dioloop_page_pool_put(h->pool, page);
+	}
+	return NULL;
+}
+
+START_TEST(test_page_pool_cache_two_threads)
+{
+	struct handoff h = { .pool = pool_new_or_fail(0, 256),
+			     .queue = g_async_queue_new(),
+			     .pages = test_iterations(20000) };
+	GThread *putter = g_thread_new("putter", handoff_putter, &h);
+	uint64_t trips;
+	unsigned n;
+
+	for (n = 0; n < h.pages; n++) {
+		unsigned char *page = dioloop_page_pool_get_wait(h.pool);
+
+		page[0] = (unsigned char)n;
+		g_async_queue_push(h.queue, page);
+	}
+	ck_assert_msg(g_thread_join(putter) == NULL,
+		      "expected every page to arrive as written");
+	trips = pool_stats(h.pool).shared_trips;
+	ck_assert_msg(trips <= h.pages / 8,
+		      "expected at most one shared trip per 8 pages, got %"
+		      PRIu64 " for %u pages", trips, h.pages);
+	ck_assert_msg(pool_stats(h.pool).in_use == 0, "expected in_use 0");
+	g_async_queue_unref(h.queue);
+	dioloop_page_pool_free(h.pool);
+}
+END_TEST
+
+/* A thread that put pages into its cache and then idles (or ends) does not
+ * keep them from another thread that needs every page. */
+struct idler {
+	struct dioloop_page_pool *pool;
+	GMutex lock;
+	GCond cond;
+	bool cached, leave;
+};
+
+static gpointer idler_thread(gpointer data)
+{
+	struct idler *id = data;
+	void *pages[8];
+
+	ck_assert(dioloop_page_pool_get_many(id->pool, pages, 8) == 0);
+	dioloop_page_pool_put_many(id->pool, pages, 8);
+	g_mutex_lock(&id->lock);
+	id->cached = true;
+	g_cond_broadcast(&id->cond);
+	while (!id->leave)
+		g_cond_wait(&id->cond, &id->lock);
+	g_mutex_unlock(&id->lock);
+	return NULL;
+}
+
+/* Take all cap pages at once, then give them back. */
+static void take_all(struct dioloop_page_pool *pool, size_t cap,
+		     const char *when)
+{
+	void **pages = g_new(void *, cap);
+	size_t k;
+
+	ck_assert_msg(dioloop_page_pool_get_many(pool, pages, cap) == 0,
+		      "expected all %zu pages at once %s", cap, when);
+	for (k = 0; k < cap; k += 8)
+		dioloop_page_pool_put_many(pool, pages + k, MIN(8, cap - k));
+	g_free(pages);
+}
+
+START_TEST(test_page_pool_cache_stolen)
+{
+	enum { CAP = 40 };
+	struct idler id = { .pool = pool_new_or_fail(0, CAP) };
+	GThread *th;
+	void *one[CAP];
+
+	g_mutex_init(&id.lock);
+	g_cond_init(&id.cond);
+	th = g_thread_new("idler", idler_thread, &id);
+	g_mutex_lock(&id.lock);
+	while (!id.cached)
+		g_cond_wait(&id.cond, &id.lock);
+	g_mutex_unlock(&id.lock);
+	/* Small gets, through this thread's cache, see them too. */
+	for (size_t k = 0; k < CAP; k++)
+		ck_assert_msg(dioloop_page_pool_get_many(id.pool, &one[k], 1) ==
+				      0,
+			      "expected page %zu of %d with another thread's "
+			      "cache full", k, CAP);
+	put_all(id.pool, one, CAP);
+	take_all(id.pool, CAP, "while another thread idles");
+
+	g_mutex_lock(&id.lock);
+	id.leave = true;
+	g_cond_broadcast(&id.cond);
+	g_mutex_unlock(&id.lock);
+	g_thread_join(th);
+	id.cached = id.leave = false;
+	th = g_thread_new("idler", idler_thread, &id);
+	g_mutex_lock(&id.lock);
+	while (!id.cached)
+		g_cond_wait(&id.cond, &id.lock);
+	id.leave = true;
+	g_cond_broadcast(&id.cond);
+	g_mutex_unlock(&id.lock);
+	g_thread_join(th);
+	take_all(id.pool, CAP, "after the thread that cached them ended");
+	ck_assert_msg(pool_stats(id.pool).in_use == 0, "expected in_use 0");
+	dioloop_page_pool_free(id.pool);
+	g_cond_clear(&id.cond);
+	g_mutex_clear(&id.lock);
+}
+END_TEST
+
+/* A thread waiting for the last page is woken by a put that lands in
+ * another thread's cache, however the two interleave. */
+struct relay {
+	struct dioloop_page_pool *pool;
+	void *page;
+	unsigned rounds;
+};
+
+static gpointer relay_waiter(gpointer data)
+{
+	struct relay *r = data;
+	unsigned n;
+
+	for (n = 0; n < r->rounds; n++) {
+		void *page = dioloop_page_pool_get_wait(r->pool);
+
+		dioloop_page_pool_put(r->pool, page);
+	}
+	return NULL;
+}
+
+START_TEST(test_page_pool_cache_wakes_waiter)
+{
+	struct relay r = { .pool = pool_new_or_fail(0, 1),
+			   .rounds = test_iterations(20000) };
+	GThread *th = g_thread_new("waiter", relay_waiter, &r);
+	unsigned n;
+
+	for (n = 0; n < r.rounds; n++) {
+		void *page = dioloop_page_pool_get_wait(r.pool);
+
+		dioloop_page_pool_put(r.pool, page);
+	}
+	g_thread_join(th);
+	ck_assert_msg(pool_stats(r.pool).in_use == 0, "expected in_use 0");
+	dioloop_page_pool_free(r.pool);
+}
+END_TEST
+
+#if defined(__SANITIZE_ADDRESS__)
+/* Under ASan a free page is poisoned: a use after put ends the process as
+ * a use after free would. */
+START_TEST(test_page_pool_use_after_put_is_caught)
+{
+	struct dioloop_page_pool *pool = pool_new_or_fail(1, 4);
+	volatile char *page = get_one(pool);
+
+	page[0] = 1;
+	dioloop_page_pool_put(pool, (void *)page);
+	page[1] = 2;	/* ASan reports this and exits with status 1 */
+}
+END_TEST
+#endif
+
 static Suite *page_pool_suite(void)
 {
 	Suite *s = suite_create("page_pool");
@@ -518,12 +741,23 @@ static Suite *page_pool_suite(void)
 				    SIGABRT);
 	tcase_add_test_raise_signal(tc, test_page_pool_free_in_use_aborts,
 				    SIGABRT);
+#if defined(__SANITIZE_ADDRESS__)
+	tcase_add_exit_test(tc, test_page_pool_use_after_put_is_caught, 1);
+#endif
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("threads");
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_page_pool_threads_never_share);
 	tcase_add_test(tc, test_page_pool_get_wait_wakes_on_put);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("thread caches");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_page_pool_cache_one_thread);
+	tcase_add_test(tc, test_page_pool_cache_two_threads);
+	tcase_add_test(tc, test_page_pool_cache_stolen);
+	tcase_add_test(tc, test_page_pool_cache_wakes_waiter);
 	suite_add_tcase(s, tc);
 	return s;
 }
