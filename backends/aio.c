@@ -31,6 +31,7 @@ struct dioloop_aio {
 	struct dioloop_aio_req *pending, *pending_tail;	/* by lock */
 	struct dioloop_aio_req *refused;	/* by lock */
 	bool stopping;			/* by lock */
+	bool freeing;			/* free waits on idle; by lock */
 	bool plugged;			/* owner's: hold submissions */
 	atomic_uint_fast64_t submitted, completed, deferred, batches;
 	atomic_int_fast64_t in_flight;	/* accepted, done not yet run */
@@ -281,7 +282,9 @@ static void aio_owner_put(struct dioloop_aio *owner)
 		if (atomic_compare_exchange_weak(&owner->in_flight, &v, v - 1))
 			return;
 	g_mutex_lock(&owner->lock);
-	if (atomic_fetch_sub(&owner->in_flight, 1) == 1)
+	/* GLib's broadcast is a system call even with no waiter, and at
+	 * queue depth 1 every request is the last. */
+	if (atomic_fetch_sub(&owner->in_flight, 1) == 1 && owner->freeing)
 		g_cond_broadcast(&owner->idle);
 	g_mutex_unlock(&owner->lock);
 }
@@ -436,6 +439,7 @@ void dioloop_aio_free(struct dioloop_aio *aio)
 			bound_aio = NULL;
 	} else {
 		g_mutex_lock(&aio->lock);
+		aio->freeing = true;
 		while (atomic_load(&aio->in_flight) != 0)
 			dioloop_aio_cond_wait(&aio->idle, &aio->lock);
 		aio->stopping = true;
