@@ -99,7 +99,6 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 					DIOLOOP_PAGE_SIZE);
 	struct dioloop_io *io;
 	void *pages[DIOLOOP_IO_MAX_PAGES];
-	unsigned int i;
 
 	g_assert(n <= DIOLOOP_IO_MAX_PAGES);
 	io = dioloop_obj_get(dioloop_io_slots(n));
@@ -114,17 +113,15 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 		iov_iter_init_bvec(&io->iter, io->bvec, n, size, 0);
 		return io;
 	}
-	if (dioloop_page_pool_get_many(fs->pool, pages, n) < 0) {
-		/* A thread that reaps its own completions gets the pages
-		 * they give back by reaping them, not by sleeping. */
-		for (i = 0; i < n; i++)
-			while (dioloop_page_pool_get_many(fs->pool, &pages[i],
-							  1) < 0) {
-				if (dioloop_aio_reap_bound(1000) >= 0)
-					continue;
-				pages[i] = dioloop_page_pool_get_wait(fs->pool);
-				break;
-			}
+	/* All n at once, never some while waiting for the rest: workers
+	 * holding parts of requests could hold the whole pool between them.
+	 * A thread that reaps its own completions gets the pages they give
+	 * back by reaping them, not by sleeping. */
+	while (dioloop_page_pool_get_many(fs->pool, pages, n) < 0) {
+		if (dioloop_aio_reap_bound(1000) >= 0)
+			continue;
+		dioloop_page_pool_get_many_wait(fs->pool, pages, n);
+		break;
 	}
 	bvec_fill_pages(io->bvec, pages, NULL, size);
 	iov_iter_init_bvec(&io->iter, io->bvec, n, size, 0);

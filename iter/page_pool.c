@@ -63,7 +63,7 @@ struct dioloop_page_pool {
 	char *base;			/* cap pages, mapped at creation */
 	size_t cap;
 	_Atomic unsigned char *state;	/* PAGE_FREE or PAGE_OUT, per page */
-	atomic_uint waiters;		/* threads in get_wait, by its lock */
+	atomic_uint waiters;		/* threads waiting for pages; by lock */
 	_Atomic(struct page_cache *) caches[POOL_MAX_THREADS];
 
 	GMutex lock;
@@ -148,10 +148,11 @@ static void pages_mark_out(struct dioloop_page_pool *pool, void **pages,
 	for (k = 0; k < n; k++) {
 		size_t idx = (size_t)((char *)pages[k] - pool->base) /
 			     DIOLOOP_PAGE_SIZE;
+		/* Not inside g_assert: the exchange must happen without it. */
+		unsigned char was = atomic_exchange_explicit(
+			&pool->state[idx], PAGE_OUT, memory_order_relaxed);
 
-		g_assert(atomic_exchange_explicit(&pool->state[idx], PAGE_OUT,
-						  memory_order_relaxed) ==
-			 PAGE_FREE);
+		g_assert(was == PAGE_FREE);
 		page_unpoison(pages[k]);
 	}
 }
@@ -166,15 +167,16 @@ static void pages_mark_free(struct dioloop_page_pool *pool, void **pages,
 
 	for (k = 0; k < n; k++) {
 		char *page = pages[k];
+		unsigned char was;
 		size_t idx;
 
 		g_assert(page >= pool->base &&
 			 page < pool->base + pool->cap * DIOLOOP_PAGE_SIZE);
 		g_assert(((uintptr_t)page & (DIOLOOP_PAGE_SIZE - 1)) == 0);
 		idx = (size_t)(page - pool->base) / DIOLOOP_PAGE_SIZE;
-		g_assert(atomic_exchange_explicit(&pool->state[idx], PAGE_FREE,
-						  memory_order_relaxed) ==
-			 PAGE_OUT);
+		was = atomic_exchange_explicit(&pool->state[idx], PAGE_FREE,
+					       memory_order_relaxed);
+		g_assert(was == PAGE_OUT);
 		page_poison(page);
 	}
 }
@@ -439,21 +441,28 @@ int dioloop_page_pool_get_many(struct dioloop_page_pool *pool, void **pages,
 	return ret;
 }
 
+void dioloop_page_pool_get_many_wait(struct dioloop_page_pool *pool,
+				     void **pages, size_t n)
+{
+	g_assert(n <= pool->cap);
+	if (n == 0 || dioloop_page_pool_get_many(pool, pages, n) == 0)
+		return;
+	g_mutex_lock(&pool->lock);
+	atomic_fetch_add(&pool->waiters, 1);
+	atomic_thread_fence(memory_order_seq_cst);
+	while (!store_take(pool, pages, n, n))
+		g_cond_wait(&pool->cond, &pool->lock);
+	atomic_fetch_sub(&pool->waiters, 1);
+	pool->net += (int64_t)n;
+	g_mutex_unlock(&pool->lock);
+	pages_mark_out(pool, pages, n);
+}
+
 void *dioloop_page_pool_get_wait(struct dioloop_page_pool *pool)
 {
 	void *page;
 
-	if (dioloop_page_pool_get_many(pool, &page, 1) == 0)
-		return page;
-	g_mutex_lock(&pool->lock);
-	atomic_fetch_add(&pool->waiters, 1);
-	atomic_thread_fence(memory_order_seq_cst);
-	while (!store_take(pool, &page, 1, 1))
-		g_cond_wait(&pool->cond, &pool->lock);
-	atomic_fetch_sub(&pool->waiters, 1);
-	pool->net++;
-	g_mutex_unlock(&pool->lock);
-	pages_mark_out(pool, &page, 1);
+	dioloop_page_pool_get_many_wait(pool, &page, 1);
 	return page;
 }
 

@@ -60,7 +60,14 @@ void dioloop_page_pool_free(struct dioloop_page_pool *pool);
 
 /* A page; waits while cap pages are in use.  Never NULL. */
 void *dioloop_page_pool_get_wait(struct dioloop_page_pool *pool);
-/* Take n pages at once, all or none: 0, or -ENOMEM when n are not free. */
+/* n (<= cap) pages at once, waiting until n are free together: a thread
+ * never holds some while it waits for the rest, so threads that each
+ * need several cannot hold the pool between them and wait for ever. */
+void dioloop_page_pool_get_many_wait(struct dioloop_page_pool *pool,
+				     void **pages, size_t n);
+/* Take n pages at once, all or none: 0, or -ENOMEM when n are not free
+ * (pages on their way between a thread's cache and the shared store, for
+ * the moment of the move, are not). */
 int dioloop_page_pool_get_many(struct dioloop_page_pool *pool, void **pages,
 			       size_t n);
 /* Give a page back; it must have come from this pool.  Any thread. */

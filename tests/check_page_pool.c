@@ -498,6 +498,105 @@ START_TEST(test_page_pool_get_wait_wakes_on_put)
 }
 END_TEST
 
+/* Threads that each need several pages at once, more in all than cap:
+ * taking them all together, none holds some while it waits for the
+ * rest, so they cannot hold the pool between them and wait for ever. */
+struct several {
+	struct dioloop_page_pool *pool;
+	unsigned id, rounds;
+	gint *bad;
+};
+
+static gpointer several_thread(gpointer data)
+{
+	struct several *sv = data;
+	struct test_rng r;
+	unsigned n;
+
+	test_rng_init(&r, 300 + sv->id);
+	for (n = 0; n < sv->rounds; n++) {
+		size_t k, want = test_rng_range(&r, 2, 4);
+		unsigned char *pages[4];
+
+		dioloop_page_pool_get_many_wait(sv->pool, (void **)pages,
+						want);
+		for (k = 0; k < want; k++)
+			pages[k][0] = (unsigned char)sv->id;
+		g_thread_yield();
+		for (k = 0; k < want; k++)
+			if (pages[k][0] != (unsigned char)sv->id)
+				g_atomic_int_set(sv->bad, 1);
+		dioloop_page_pool_put_many(sv->pool, (void **)pages, want);
+	}
+	return NULL;
+}
+
+START_TEST(test_page_pool_get_many_wait_no_deadlock)
+{
+	enum { NR_THREADS = 4, CAP = 6 };
+	struct dioloop_page_pool *pool = pool_new_or_fail(0, CAP);
+	struct several sv[NR_THREADS];
+	GThread *th[NR_THREADS];
+	gint bad = 0;
+	unsigned k;
+
+	for (k = 0; k < NR_THREADS; k++) {
+		sv[k] = (struct several){ pool, k, test_iterations(5000),
+					  &bad };
+		th[k] = g_thread_new("several", several_thread, &sv[k]);
+	}
+	for (k = 0; k < NR_THREADS; k++)
+		g_thread_join(th[k]);
+	ck_assert_msg(!g_atomic_int_get(&bad),
+		      "expected no page shared by two threads at once");
+	ck_assert_msg(pool_stats(pool).in_use == 0, "expected in_use 0");
+	dioloop_page_pool_free(pool);
+}
+END_TEST
+
+/* get_many_wait returns only when all n are free, and then all of them. */
+struct many_waiter {
+	struct dioloop_page_pool *pool;
+	void *pages[3];
+	gint done;
+};
+
+static gpointer many_waiter_thread(gpointer data)
+{
+	struct many_waiter *w = data;
+
+	dioloop_page_pool_get_many_wait(w->pool, w->pages, 3);
+	g_atomic_int_set(&w->done, 1);
+	return NULL;
+}
+
+START_TEST(test_page_pool_get_many_wait_all_together)
+{
+	struct dioloop_page_pool *pool = pool_new_or_fail(0, 4);
+	struct many_waiter w = { .pool = pool };
+	void *held[4];
+	GThread *th;
+
+	ck_assert(dioloop_page_pool_get_many(pool, held, 4) == 0);
+	th = g_thread_new("many-waiter", many_waiter_thread, &w);
+	dioloop_page_pool_put_many(pool, held, 2);
+	g_usleep(100 * 1000);
+	ck_assert_msg(!g_atomic_int_get(&w.done),
+		      "expected a wait for 3 pages to go on with 2 free");
+	ck_assert_msg(pool_stats(pool).in_use == 2,
+		      "expected the waiter to hold none of the 2 free pages");
+	dioloop_page_pool_put(pool, held[2]);
+	g_thread_join(th);
+	ck_assert_msg(w.pages[0] && w.pages[1] && w.pages[2] &&
+		      w.pages[0] != w.pages[1] && w.pages[1] != w.pages[2] &&
+		      w.pages[0] != w.pages[2],
+		      "expected 3 distinct pages");
+	dioloop_page_pool_put_many(pool, w.pages, 3);
+	dioloop_page_pool_put(pool, held[3]);
+	dioloop_page_pool_free(pool);
+}
+END_TEST
+
 /* ---- thread caches ---- */
 
 /* A request's worth of pages got and put on one thread takes the shared
@@ -750,6 +849,8 @@ static Suite *page_pool_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_page_pool_threads_never_share);
 	tcase_add_test(tc, test_page_pool_get_wait_wakes_on_put);
+	tcase_add_test(tc, test_page_pool_get_many_wait_all_together);
+	tcase_add_test(tc, test_page_pool_get_many_wait_no_deadlock);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("thread caches");
