@@ -79,8 +79,13 @@ nfs_rpcbind_ensure() {
 	rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && return 0
 	command -v rpcbind >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
 	# Own session: a test framework that kills its children's process
-	# group must not take the server with it.
-	setsid rpcbind -f -w </dev/null >>"$NFS_STATE/rpcbind.log" 2>&1 &
+	# group must not take the server with it.  Without the nfs tests'
+	# lock: an rpcbind left by a killed test would hold it for ever
+	# (ganesha keeps it, on purpose, while it serves).
+	(
+		[[ -z ${NFS_LOCK_FD:-} ]] || exec {NFS_LOCK_FD}>&-
+		exec setsid rpcbind -f -w
+	) </dev/null >>"$NFS_STATE/rpcbind.log" 2>&1 &
 	echo $! >"$NFS_STATE/rpcbind.pid"
 	for ((i = 0; i < 100; i++)); do
 		rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && return 0
