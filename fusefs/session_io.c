@@ -3,6 +3,7 @@
 #define FUSE_USE_VERSION 314
 
 #include "fusefs/session_io.h"
+#include "fusefs/session_dev.h"
 #include "fusefs/session_uring.h"
 
 #include <endian.h>
@@ -119,10 +120,11 @@ bool dioloop_session_io_fixup_reply(struct iovec *iov, int count)
 	return true;
 }
 
-/* libfuse's read of one request, then the fixup.  errno is read's. */
+/* libfuse's read of one request (the worker reaps its own completions
+ * while it waits: session_dev.h), then the fixup.  errno is read's. */
 static ssize_t session_read(int fd, void *buf, size_t len, void *userdata)
 {
-	ssize_t n = read(fd, buf, len);
+	ssize_t n = dioloop_dev_read(fd, buf, len);
 
 	if (n > 0)
 		dioloop_session_io_fixup(buf, (size_t)n);

@@ -10,6 +10,7 @@
 #include "fusefs/fs.h"
 #include "fusefs/migrate.h"
 #include "fusefs/mountinfo.h"
+#include "fusefs/session_dev.h"
 #include "fusefs/session_uring.h"
 #include "fusefs/spec.h"
 
@@ -450,12 +451,15 @@ static void add_node(JsonBuilder *jb, struct dioloop_fs *fs,
 
 /* The snapshot of the mount (stats.h).  Worker thread. */
 /* How requests come from the kernel: "dev", or "uring" with its queues
- * and the requests its rings carried. */
+ * and the requests its rings carried; and how many backend completions
+ * the FUSE workers reaped themselves. */
 static void add_transport(JsonBuilder *jb)
 {
 	struct dioloop_uring_stats st;
+	struct dioloop_dev_stats dev;
 
 	dioloop_uring_get_stats(&st);
+	dioloop_dev_get_stats(&dev);
 	json_builder_set_member_name(jb, "transport");
 	json_builder_begin_object(jb);
 	json_builder_set_member_name(jb, "name");
@@ -467,6 +471,8 @@ static void add_transport(JsonBuilder *jb)
 		add_uint(jb, "uring_replies_handed", st.replies_handed);
 		add_uint(jb, "uring_payloads_lent", st.payloads_lent);
 	}
+	add_uint(jb, "dev_workers_reaping", dev.workers);
+	add_uint(jb, "dev_completions_reaped", dev.reaped);
 	json_builder_end_object(jb);
 }
 

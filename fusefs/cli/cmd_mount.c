@@ -18,6 +18,7 @@
 #include "fusefs/fs.h"
 #include "fusefs/mountinfo.h"
 #include "fusefs/remote.h"
+#include "fusefs/session_dev.h"
 #include "fusefs/session_io.h"
 #include "fusefs/session_uring.h"
 
@@ -137,6 +138,7 @@ static int run_mount(struct mount_state *ms, const char *source,
 		ret = DIOLOOP_EXIT_FAIL;
 		goto out_session;
 	}
+	dioloop_dev_workers_configure(ms->fs.opts.queue_depth);
 	ret = dioloop_session_io_install(ms->fs.se);
 	if (ret < 0) {
 		dioloop_err("mount: cannot hook the FUSE session's I/O: %s",
