@@ -6,12 +6,15 @@
  * Threads:
  *  - FUSE workers (libfuse's multi-threaded loop) run every request
  *    handler.  They never wait for image I/O: reads and writes become
- *    kiocbs over pool pages and are answered from the completion thread;
+ *    kiocbs over pool pages, and each worker reaps the libaio
+ *    completions of those it started and answers them (session_dev.h);
  *    ops that may block (fallocate, lseek, copy_file_range, truncate)
  *    are handed to the worker pool, fsync to the flush pool, control
  *    commands to the control pool.
- *  - The aio completion thread (backends/aio.c) completes reads and writes
- *    and sends their replies.
+ *  - The aio completion thread (backends/aio.c) completes the reads and
+ *    writes that no worker carries (dispatched by the throttle's timer or
+ *    a pool thread, or a worker without a context of its own) and sends
+ *    their replies.
  *  - Worker-pool threads run the blocking ops and reply.  An op that
  *    waits for its node's limits or a fault delay waits in a queue, not
  *    on a thread (io.c), so no pool thread ever sleeps on a limit.
