@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * FUSE workers that reap their own completions (fusefs/session_dev.h),
+ * with a pipe standing in for /dev/fuse: a reader's backend completions
+ * run on it while it waits for its next request; a reader cancelled while
+ * it waits still completes what it carries before its thread ends; two
+ * readers of one fd each take a request once.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "backends/aio.h"
+#include "fusefs/session_dev.h"
+#include "tests/testutil.h"
+
+struct dev_req {
+	struct dioloop_aio_req req;
+	struct iovec iov;
+	pthread_t reader;	/* the thread that submitted it */
+	atomic_int calls;
+	atomic_bool on_reader;
+	long res;
+};
+
+static void dev_req_done(struct dioloop_aio_req *r, long res)
+{
+	struct dev_req *d = (struct dev_req *)r;
+
+	d->res = res;
+	atomic_store(&d->on_reader, pthread_equal(pthread_self(), d->reader));
+	atomic_fetch_add(&d->calls, 1);
+}
+
+/* A request that stays in flight until efd is written (IOCB_CMD_POLL). */
+static void prep_poll(struct dev_req *d, int efd)
+{
+	memset(&d->req, 0, sizeof(d->req));
+	io_prep_poll(&d->req.iocb, efd, POLLIN);
+	d->req.iocb.data = &d->req;
+	d->req.done = dev_req_done;
+}
+
+struct reader {
+	int fd;				/* the pipe's read end */
+	struct dioloop_aio *shared;	/* what requests are submitted through */
+	struct dev_req *req;		/* submitted after the first read */
+	char got[2];			/* what its two reads returned */
+	ssize_t n[2];
+};
+
+/* Read one "request", submit req here (carried by this thread), then read
+ * the next one, which comes only after req completed. */
+static void *reader_thread(void *data)
+{
+	struct reader *r = data;
+	struct dioloop_aio_req *p = &r->req->req;
+
+	r->n[0] = dioloop_dev_read(r->fd, &r->got[0], 1);
+	r->req->reader = pthread_self();
+	dioloop_aio_submit_here(r->shared, &p, 1);
+	r->n[1] = dioloop_dev_read(r->fd, &r->got[1], 1);
+	return NULL;
+}
+
+static void wait_calls(struct dev_req *d, int n)
+{
+	int i;
+
+	for (i = 0; i < 10000 && atomic_load(&d->calls) < n; i++)
+		g_usleep(1000);
+}
+
+static void pipe_nonblocking_write(int fd, char c)
+{
+	ck_assert_int_eq(write(fd, &c, 1), 1);
+}
+
+/* The completion runs on the reader while it waits for its next request:
+ * nothing else reaps it (the request is not written until it ran). */
+START_TEST(test_completion_runs_on_waiting_reader)
+{
+	struct dioloop_aio *shared;
+	struct dioloop_dev_stats before, after;
+	struct dev_req req = { 0 };
+	struct reader r = { 0 };
+	int p[2], efd;
+	pthread_t t;
+
+	ck_assert_int_eq(pipe(p), 0);
+	efd = eventfd(0, EFD_CLOEXEC);
+	ck_assert_int_ge(efd, 0);
+	ck_assert_int_eq(dioloop_aio_new(16, "test-shared", &shared), 0);
+	prep_poll(&req, efd);
+	r = (struct reader){ .fd = p[0], .shared = shared, .req = &req };
+	dioloop_dev_get_stats(&before);
+
+	pipe_nonblocking_write(p[1], 'a');
+	ck_assert_int_eq(pthread_create(&t, NULL, reader_thread, &r), 0);
+	g_usleep(50 * 1000);	/* it waits in its second read */
+	ck_assert_int_eq(eventfd_write(efd, 1), 0);
+	wait_calls(&req, 1);
+	ck_assert_msg(atomic_load(&req.calls) == 1,
+		      "the completion did not run while its reader waited");
+	ck_assert_msg(atomic_load(&req.on_reader),
+		      "the completion ran on another thread, not its reader");
+	pipe_nonblocking_write(p[1], 'b');
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(r.n[0], 1);
+	ck_assert_int_eq(r.n[1], 1);
+	ck_assert_int_eq(r.got[0], 'a');
+	ck_assert_int_eq(r.got[1], 'b');
+	dioloop_dev_get_stats(&after);
+	ck_assert_uint_ge(after.reaped - before.reaped, 1);
+
+	dioloop_aio_free(shared);
+	close(efd);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
+/* libfuse cancels idle workers at the end of a session: one cancelled in
+ * its wait, with a request still in flight, completes it before its thread
+ * ends (or the request would never be answered, and the daemon's drain at
+ * unmount would wait for ever). */
+START_TEST(test_cancelled_reader_completes_what_it_carries)
+{
+	struct dioloop_aio *shared;
+	struct dev_req req = { 0 };
+	struct reader r = { 0 };
+	int p[2], efd, i;
+	pthread_t t;
+
+	ck_assert_int_eq(pipe(p), 0);
+	efd = eventfd(0, EFD_CLOEXEC);
+	ck_assert_int_ge(efd, 0);
+	ck_assert_int_eq(dioloop_aio_new(16, "test-shared", &shared), 0);
+	prep_poll(&req, efd);
+	r = (struct reader){ .fd = p[0], .shared = shared, .req = &req };
+
+	pipe_nonblocking_write(p[1], 'a');
+	ck_assert_int_eq(pthread_create(&t, NULL, reader_thread, &r), 0);
+	g_usleep(50 * 1000);	/* it waits, carrying the poll */
+	ck_assert_int_eq(pthread_cancel(t), 0);
+	g_usleep(50 * 1000);	/* its exit waits for the poll */
+	ck_assert_int_eq(atomic_load(&req.calls), 0);
+	ck_assert_int_eq(eventfd_write(efd, 1), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(atomic_load(&req.calls) == 1,
+		      "a cancelled reader ended without completing its request "
+		      "(%d calls)", atomic_load(&req.calls));
+	ck_assert(atomic_load(&req.on_reader));
+	/* Its context is gone: the shared one frees with nothing owed. */
+	for (i = 0; i < 3; i++)
+		dioloop_aio_reap(shared, 0);
+	dioloop_aio_free(shared);
+	close(efd);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
+#define MANY_REQUESTS 2000
+
+struct taker {
+	int fd;
+	int taken[MANY_REQUESTS];
+	int n;
+};
+
+static void *taker_thread(void *data)
+{
+	struct taker *k = data;
+
+	for (;;) {
+		char buf[4];
+		ssize_t n = dioloop_dev_read(k->fd, buf, 4);
+
+		if (n <= 0)
+			return NULL;	/* the write end closed */
+		/* Requests of 4 bytes each, written whole: one per read. */
+		ck_assert_int_eq(n, 4);
+		memcpy(&k->taken[k->n++], buf, 4);
+	}
+}
+
+/* Two readers of one fd (exclusive wake-ups, a non-blocking fd): each
+ * request is read once, none is lost or left waiting. */
+START_TEST(test_two_readers_take_each_request_once)
+{
+	static struct taker a, b;
+	char *seen = g_malloc0(MANY_REQUESTS);
+	pthread_t ta, tb;
+	int p[2], i;
+
+	ck_assert_int_eq(pipe(p), 0);
+	a = (struct taker){ .fd = p[0] };
+	b = (struct taker){ .fd = p[0] };
+	ck_assert_int_eq(pthread_create(&ta, NULL, taker_thread, &a), 0);
+	ck_assert_int_eq(pthread_create(&tb, NULL, taker_thread, &b), 0);
+	for (i = 0; i < MANY_REQUESTS; i++) {
+		ck_assert_int_eq(write(p[1], &i, 4), 4);
+		if (i % 64 == 0)
+			g_usleep(100);	/* both readers idle now and then */
+	}
+	close(p[1]);
+	ck_assert_int_eq(pthread_join(ta, NULL), 0);
+	ck_assert_int_eq(pthread_join(tb, NULL), 0);
+	ck_assert_int_eq(a.n + b.n, MANY_REQUESTS);
+	for (i = 0; i < a.n; i++)
+		seen[a.taken[i]]++;
+	for (i = 0; i < b.n; i++)
+		seen[b.taken[i]]++;
+	for (i = 0; i < MANY_REQUESTS; i++)
+		ck_assert_msg(seen[i] == 1, "request %d read %d times", i,
+			      seen[i]);
+	g_free(seen);
+	close(p[0]);
+}
+END_TEST
+
+static Suite *session_dev_suite(void)
+{
+	Suite *s = suite_create("session_dev");
+	TCase *tc = tcase_create("readers");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_completion_runs_on_waiting_reader);
+	tcase_add_test(tc, test_cancelled_reader_completes_what_it_carries);
+	tcase_add_test(tc, test_two_readers_take_each_request_once);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return test_run_suite(session_dev_suite());
+}
