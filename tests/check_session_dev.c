@@ -4,7 +4,9 @@
  * with a pipe standing in for /dev/fuse: a reader's backend completions
  * run on it while it waits for its next request; a reader cancelled while
  * it waits still completes what it carries before its thread ends; two
- * readers of one fd each take a request once.
+ * readers of one fd each take a request once; a reader that serves a read
+ * comes back for the next request, and one that serves a lookup hands
+ * reading on to one standing by.
  */
 #include <check.h>
 #include <errno.h>
@@ -17,6 +19,8 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+
+#include <linux/fuse.h>
 
 #include "backends/aio.h"
 #include "fusefs/session_dev.h"
@@ -228,6 +232,115 @@ START_TEST(test_two_readers_take_each_request_once)
 }
 END_TEST
 
+
+/* ---- who reads: a worker that serves a read comes back for the next
+ * request itself; one that takes a request that may take long (a
+ * lookup) hands reading on to a standing-by worker. */
+
+#define LF_HOLD (1ull << 63)	/* in unique: the reader holds after it */
+
+static GMutex lf_lock;
+static GCond lf_cond;
+static int lf_reader_of[8];	/* unique -> reader id + 1 */
+static int lf_released;		/* holds the test let go of */
+
+struct lf_reader {
+	int fd;
+	int id;
+};
+
+static void *lf_reader_thread(void *data)
+{
+	struct lf_reader *r = data;
+	int holds = 0;
+
+	for (;;) {
+		struct fuse_in_header in;
+		ssize_t n = dioloop_dev_read(r->fd, &in, sizeof(in));
+
+		if (n <= 0)
+			return NULL;
+		g_mutex_lock(&lf_lock);
+		lf_reader_of[in.unique & 7] = r->id + 1;
+		g_cond_broadcast(&lf_cond);
+		if (in.unique & LF_HOLD) {
+			holds++;
+			while (lf_released < holds)
+				g_cond_wait(&lf_cond, &lf_lock);
+		}
+		g_mutex_unlock(&lf_lock);
+	}
+}
+
+static void lf_send(int fd, uint32_t opcode, uint64_t unique)
+{
+	struct fuse_in_header in = { .len = sizeof(in), .opcode = opcode,
+				     .unique = unique };
+
+	ck_assert_int_eq(write(fd, &in, sizeof(in)), (ssize_t)sizeof(in));
+}
+
+/* The reader of request u (0: none yet), waiting up to ms for one. */
+static int lf_wait_read(int u, int ms)
+{
+	gint64 end = g_get_monotonic_time() + ms * 1000;
+	int who;
+
+	g_mutex_lock(&lf_lock);
+	while (!lf_reader_of[u] &&
+	       g_cond_wait_until(&lf_cond, &lf_lock, end))
+		;
+	who = lf_reader_of[u];
+	g_mutex_unlock(&lf_lock);
+	return who;
+}
+
+static void lf_release(void)
+{
+	g_mutex_lock(&lf_lock);
+	lf_released++;
+	g_cond_broadcast(&lf_cond);
+	g_mutex_unlock(&lf_lock);
+}
+
+START_TEST(test_slow_request_hands_reading_on)
+{
+	struct lf_reader a, b;
+	pthread_t ta, tb;
+	int p[2];
+
+	ck_assert_int_eq(pipe(p), 0);
+	a = (struct lf_reader){ .fd = p[0], .id = 0 };
+	b = (struct lf_reader){ .fd = p[0], .id = 1 };
+	ck_assert_int_eq(pthread_create(&ta, NULL, lf_reader_thread, &a), 0);
+	g_usleep(20 * 1000);
+	/* A serves a read (and holds in it): it is the one to read next. */
+	lf_send(p[1], FUSE_READ, 1 | LF_HOLD);
+	ck_assert_int_eq(lf_wait_read(1, 5000), 1);
+	/* B starts while A serves: it stands by. */
+	ck_assert_int_eq(pthread_create(&tb, NULL, lf_reader_thread, &b), 0);
+	g_usleep(50 * 1000);
+	lf_send(p[1], FUSE_LOOKUP, 2 | LF_HOLD);
+	g_usleep(50 * 1000);
+	ck_assert_msg(lf_wait_read(2, 0) == 0,
+		      "a standing-by reader took a request while the reader "
+		      "serving a read was to come back for it");
+	/* A comes back, takes the lookup (and holds in it): B reads next. */
+	lf_release();
+	ck_assert_int_eq(lf_wait_read(2, 5000), 1);
+	g_usleep(50 * 1000);	/* B settles: reading, or standing by */
+	lf_send(p[1], FUSE_READ, 3);
+	ck_assert_msg(lf_wait_read(3, 5000) == 2,
+		      "a request waited while the only reader served a lookup "
+		      "(reader %d)", lf_wait_read(3, 0));
+	lf_release();
+	close(p[1]);
+	ck_assert_int_eq(pthread_join(ta, NULL), 0);
+	ck_assert_int_eq(pthread_join(tb, NULL), 0);
+	close(p[0]);
+}
+END_TEST
+
 static Suite *session_dev_suite(void)
 {
 	Suite *s = suite_create("session_dev");
@@ -237,6 +350,7 @@ static Suite *session_dev_suite(void)
 	tcase_add_test(tc, test_completion_runs_on_waiting_reader);
 	tcase_add_test(tc, test_cancelled_reader_completes_what_it_carries);
 	tcase_add_test(tc, test_two_readers_take_each_request_once);
+	tcase_add_test(tc, test_slow_request_hands_reading_on);
 	suite_add_tcase(s, tc);
 	return s;
 }
