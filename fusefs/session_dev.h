@@ -17,6 +17,15 @@
  * is passed over, and finds it at its next wait if nobody took it).  The
  * fd is made non-blocking; a worker that finds nothing to read waits again.
  *
+ * Only one idle worker waits on /dev/fuse while another is about to come
+ * back for the next request (it serves a read or a write, which never
+ * waits for I/O): the others stand by, waiting on their own completions
+ * and on being called.  So at low depth the next request is found by the
+ * worker that served the last one, and the client's submission wakes
+ * nobody.  A worker calls one standing by when it takes a request that
+ * may take long (a lookup on a slow remote), when it ends, and when it
+ * finds requests already queued, up to two readers per CPU.
+ *
  * libfuse cancels idle workers when the session ends, in their read.  A
  * worker can be cancelled only while it waits in the epoll set, never
  * while it runs a completion; when it exits (cancelled or not), it reaps
