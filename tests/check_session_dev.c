@@ -83,52 +83,68 @@ static void wait_calls(struct dev_req *d, int n)
 		g_usleep(1000);
 }
 
-static void pipe_nonblocking_write(int fd, char c)
+static void pipe_put(int fd, char c)
 {
 	ck_assert_int_eq(write(fd, &c, 1), 1);
+}
+
+/* A reader thread that has read one request and waits for the next,
+ * carrying a poll of efd submitted through shared. */
+struct carrying {
+	int p[2], efd;
+	struct dioloop_aio *shared;
+	struct dev_req req;
+	struct reader r;
+	pthread_t t;
+};
+
+static void carrying_start(struct carrying *c)
+{
+	memset(c, 0, sizeof(*c));
+	ck_assert_int_eq(pipe(c->p), 0);
+	c->efd = eventfd(0, EFD_CLOEXEC);
+	ck_assert_int_ge(c->efd, 0);
+	ck_assert_int_eq(dioloop_aio_new(16, "test-shared", &c->shared), 0);
+	prep_poll(&c->req, c->efd);
+	c->r = (struct reader){ .fd = c->p[0], .shared = c->shared,
+				.req = &c->req };
+	pipe_put(c->p[1], 'a');
+	ck_assert_int_eq(pthread_create(&c->t, NULL, reader_thread, &c->r), 0);
+	g_usleep(50 * 1000);	/* it waits in its second read */
+}
+
+static void carrying_end(struct carrying *c)
+{
+	dioloop_aio_free(c->shared);
+	close(c->efd);
+	close(c->p[0]);
+	close(c->p[1]);
 }
 
 /* The completion runs on the reader while it waits for its next request:
  * nothing else reaps it (the request is not written until it ran). */
 START_TEST(test_completion_runs_on_waiting_reader)
 {
-	struct dioloop_aio *shared;
 	struct dioloop_dev_stats before, after;
-	struct dev_req req = { 0 };
-	struct reader r = { 0 };
-	int p[2], efd;
-	pthread_t t;
+	struct carrying c;
 
-	ck_assert_int_eq(pipe(p), 0);
-	efd = eventfd(0, EFD_CLOEXEC);
-	ck_assert_int_ge(efd, 0);
-	ck_assert_int_eq(dioloop_aio_new(16, "test-shared", &shared), 0);
-	prep_poll(&req, efd);
-	r = (struct reader){ .fd = p[0], .shared = shared, .req = &req };
 	dioloop_dev_get_stats(&before);
-
-	pipe_nonblocking_write(p[1], 'a');
-	ck_assert_int_eq(pthread_create(&t, NULL, reader_thread, &r), 0);
-	g_usleep(50 * 1000);	/* it waits in its second read */
-	ck_assert_int_eq(eventfd_write(efd, 1), 0);
-	wait_calls(&req, 1);
-	ck_assert_msg(atomic_load(&req.calls) == 1,
+	carrying_start(&c);
+	ck_assert_int_eq(eventfd_write(c.efd, 1), 0);
+	wait_calls(&c.req, 1);
+	ck_assert_msg(atomic_load(&c.req.calls) == 1,
 		      "the completion did not run while its reader waited");
-	ck_assert_msg(atomic_load(&req.on_reader),
+	ck_assert_msg(atomic_load(&c.req.on_reader),
 		      "the completion ran on another thread, not its reader");
-	pipe_nonblocking_write(p[1], 'b');
-	ck_assert_int_eq(pthread_join(t, NULL), 0);
-	ck_assert_int_eq(r.n[0], 1);
-	ck_assert_int_eq(r.n[1], 1);
-	ck_assert_int_eq(r.got[0], 'a');
-	ck_assert_int_eq(r.got[1], 'b');
+	pipe_put(c.p[1], 'b');
+	ck_assert_int_eq(pthread_join(c.t, NULL), 0);
+	ck_assert_int_eq(c.r.n[0], 1);
+	ck_assert_int_eq(c.r.n[1], 1);
+	ck_assert_int_eq(c.r.got[0], 'a');
+	ck_assert_int_eq(c.r.got[1], 'b');
 	dioloop_dev_get_stats(&after);
 	ck_assert_uint_ge(after.reaped - before.reaped, 1);
-
-	dioloop_aio_free(shared);
-	close(efd);
-	close(p[0]);
-	close(p[1]);
+	carrying_end(&c);
 }
 END_TEST
 
@@ -138,38 +154,19 @@ END_TEST
  * unmount would wait for ever). */
 START_TEST(test_cancelled_reader_completes_what_it_carries)
 {
-	struct dioloop_aio *shared;
-	struct dev_req req = { 0 };
-	struct reader r = { 0 };
-	int p[2], efd, i;
-	pthread_t t;
+	struct carrying c;
 
-	ck_assert_int_eq(pipe(p), 0);
-	efd = eventfd(0, EFD_CLOEXEC);
-	ck_assert_int_ge(efd, 0);
-	ck_assert_int_eq(dioloop_aio_new(16, "test-shared", &shared), 0);
-	prep_poll(&req, efd);
-	r = (struct reader){ .fd = p[0], .shared = shared, .req = &req };
-
-	pipe_nonblocking_write(p[1], 'a');
-	ck_assert_int_eq(pthread_create(&t, NULL, reader_thread, &r), 0);
-	g_usleep(50 * 1000);	/* it waits, carrying the poll */
-	ck_assert_int_eq(pthread_cancel(t), 0);
+	carrying_start(&c);
+	ck_assert_int_eq(pthread_cancel(c.t), 0);
 	g_usleep(50 * 1000);	/* its exit waits for the poll */
-	ck_assert_int_eq(atomic_load(&req.calls), 0);
-	ck_assert_int_eq(eventfd_write(efd, 1), 0);
-	ck_assert_int_eq(pthread_join(t, NULL), 0);
-	ck_assert_msg(atomic_load(&req.calls) == 1,
+	ck_assert_int_eq(atomic_load(&c.req.calls), 0);
+	ck_assert_int_eq(eventfd_write(c.efd, 1), 0);
+	ck_assert_int_eq(pthread_join(c.t, NULL), 0);
+	ck_assert_msg(atomic_load(&c.req.calls) == 1,
 		      "a cancelled reader ended without completing its request "
-		      "(%d calls)", atomic_load(&req.calls));
-	ck_assert(atomic_load(&req.on_reader));
-	/* Its context is gone: the shared one frees with nothing owed. */
-	for (i = 0; i < 3; i++)
-		dioloop_aio_reap(shared, 0);
-	dioloop_aio_free(shared);
-	close(efd);
-	close(p[0]);
-	close(p[1]);
+		      "(%d calls)", atomic_load(&c.req.calls));
+	ck_assert(atomic_load(&c.req.on_reader));
+	carrying_end(&c);
 }
 END_TEST
 
