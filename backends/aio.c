@@ -41,6 +41,19 @@ struct dioloop_aio {
 
 /* The reaped context bound to this thread (dioloop_aio_bind_thread). */
 static __thread struct dioloop_aio *bound_aio;
+/* dioloop_thread_set_block_hook's. */
+static __thread void (*block_hook)(void);
+
+void dioloop_thread_set_block_hook(void (*hook)(void))
+{
+	block_hook = hook;
+}
+
+void dioloop_thread_may_block(void)
+{
+	if (block_hook)
+		block_hook();
+}
 
 /* Wake the completion thread (it also wakes for kernel completions). */
 static void aio_kick(struct dioloop_aio *aio)
@@ -506,6 +519,7 @@ void dioloop_aio_cond_wait(GCond *cond, GMutex *mutex)
 {
 	struct dioloop_aio *mine = bound_aio;
 
+	dioloop_thread_may_block();
 	/* Only this thread gives its context requests: carrying none now,
 	 * it carries none until it wakes. */
 	if (!mine || atomic_load(&mine->carried) == 0) {

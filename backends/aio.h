@@ -83,6 +83,12 @@ void dioloop_aio_bind_thread(struct dioloop_aio *aio);
  * one each.  A bound thread plugs only around work it does not wait in. */
 void dioloop_aio_plug(void);
 void dioloop_aio_unplug(void);
+/* This thread is about to sleep until other threads' work wakes it (a
+ * lock, a synchronous request, pages): it calls the hook its owner set,
+ * if any (a FUSE worker then hands the reading of /dev/fuse on to another
+ * worker, fusefs/session_dev.h).  Cheap when there is none. */
+void dioloop_thread_may_block(void);
+void dioloop_thread_set_block_hook(void (*hook)(void));
 /* True when this thread has a reaped context bound. */
 bool dioloop_aio_thread_bound(void);
 /* dioloop_aio_reap of this thread's bound context; -1 when it has none or

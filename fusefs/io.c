@@ -118,6 +118,7 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 	 * A thread that reaps its own completions gets the pages they give
 	 * back by reaping them, not by sleeping. */
 	while (dioloop_page_pool_get_many(fs->pool, pages, n) < 0) {
+		dioloop_thread_may_block();
 		if (dioloop_aio_reap_bound(1000) >= 0)
 			continue;
 		dioloop_page_pool_get_many_wait(fs->pool, pages, n);

@@ -39,7 +39,8 @@ struct dev_worker {
  * go to wait waits on /dev/fuse.  A counted worker wakes a standby one
  * (dev_standby_efd, exclusive: one at a time) when it stops counting
  * while others stand by (a request that may take long: a lookup, a
- * readdir, a control file's; or its thread ends), and when it found
+ * readdir, a control file's; a sleep inside a read or write, which
+ * dioloop_thread_may_block reports; or its thread ends), and when it found
  * requests already queued while fewer than dev_readers_wanted read, so
  * that under load several workers read at once.  At QD1 this spared the
  * client's submission a wake-up (7 µs of fio's 18) and the worker a
@@ -97,6 +98,14 @@ static void dev_count(struct dev_worker *w)
 		return;
 	w->counted = true;
 	atomic_fetch_add(&dev_readers, 1);
+}
+
+/* This worker is about to sleep in what it serves (a lock, a synchronous
+ * request, pages): another reads meanwhile. */
+static void dev_block_hook(void)
+{
+	if (dev_self)
+		dev_uncount(dev_self);
 }
 
 /* The worker's thread ends (libfuse cancelled it, or the session ended):
@@ -184,6 +193,7 @@ static int dev_worker_setup(int fd)
 	g_ptr_array_add(dev_live, w);
 	g_mutex_unlock(&dev_lock);
 	dioloop_aio_bind_thread(w->aio);
+	dioloop_thread_set_block_hook(dev_block_hook);
 	dev_self = w;
 	pthread_setspecific(dev_key, w);
 	return 0;
@@ -254,8 +264,8 @@ static int dev_worker_wait(struct dev_worker *w, struct epoll_event *ev,
 	standby = atomic_fetch_sub(&dev_readers, 1) > 1;
 	if (standby)
 		atomic_fetch_add(&dev_standbys, 1);
-	/* A worker that counted between our look and the standby count's
-	 * rise may have found no standby to wake: look again. */
+	/* A worker that stopped counting between our look and the standby
+	 * count's rise found no standby to wake: look again. */
 	if (standby && atomic_load(&dev_readers) == 0) {
 		atomic_fetch_sub(&dev_standbys, 1);
 		standby = false;

@@ -23,8 +23,10 @@
  * and on being called.  So at low depth the next request is found by the
  * worker that served the last one, and the client's submission wakes
  * nobody.  A worker calls one standing by when it takes a request that
- * may take long (a lookup on a slow remote), when it ends, and when it
- * finds requests already queued, up to two readers per CPU.
+ * may take long (a lookup on a slow remote), when it is about to sleep in
+ * one it serves (a range lock, a cow page read from a remote store:
+ * dioloop_thread_may_block), when it ends, and when it finds requests
+ * already queued, up to two readers per CPU.
  *
  * libfuse cancels idle workers when the session ends, in their read.  A
  * worker can be cancelled only while it waits in the epoll set, never

@@ -235,6 +235,8 @@ END_TEST
  * lookup) hands reading on to a standing-by worker. */
 
 #define LF_HOLD (1ull << 63)	/* in unique: the reader holds after it */
+#define LF_BLOCKS (1ull << 62)	/* and says so, as a thread about to sleep
+				 * on a lock or a synchronous request does */
 
 static GMutex lf_lock;
 static GCond lf_cond;
@@ -260,6 +262,8 @@ static void *lf_reader_thread(void *data)
 		g_mutex_lock(&lf_lock);
 		lf_reader_of[in.unique & 7] = r->id + 1;
 		g_cond_broadcast(&lf_cond);
+		if (in.unique & LF_BLOCKS)
+			dioloop_thread_may_block();
 		if (in.unique & LF_HOLD) {
 			holds++;
 			while (lf_released < holds)
@@ -267,6 +271,15 @@ static void *lf_reader_thread(void *data)
 		}
 		g_mutex_unlock(&lf_lock);
 	}
+}
+
+/* The test's readers start afresh (tests may share one process). */
+static void lf_reset(void)
+{
+	g_mutex_lock(&lf_lock);
+	memset(lf_reader_of, 0, sizeof(lf_reader_of));
+	lf_released = 0;
+	g_mutex_unlock(&lf_lock);
 }
 
 static void lf_send(int fd, uint32_t opcode, uint64_t unique)
@@ -306,6 +319,7 @@ START_TEST(test_slow_request_hands_reading_on)
 	pthread_t ta, tb;
 	int p[2];
 
+	lf_reset();
 	ck_assert_int_eq(pipe(p), 0);
 	a = (struct lf_reader){ .fd = p[0], .id = 0 };
 	b = (struct lf_reader){ .fd = p[0], .id = 1 };
@@ -338,6 +352,40 @@ START_TEST(test_slow_request_hands_reading_on)
 }
 END_TEST
 
+/* A reader serving a read that then sleeps (a lock, a synchronous
+ * request to a remote) hands reading on too. */
+START_TEST(test_blocked_reader_hands_reading_on)
+{
+	struct lf_reader a, b;
+	pthread_t ta, tb;
+	int p[2];
+
+	lf_reset();
+	ck_assert_int_eq(pipe(p), 0);
+	a = (struct lf_reader){ .fd = p[0], .id = 0 };
+	b = (struct lf_reader){ .fd = p[0], .id = 1 };
+	ck_assert_int_eq(pthread_create(&ta, NULL, lf_reader_thread, &a), 0);
+	g_usleep(20 * 1000);
+	lf_send(p[1], FUSE_READ, 1 | LF_HOLD);
+	ck_assert_int_eq(lf_wait_read(1, 5000), 1);
+	ck_assert_int_eq(pthread_create(&tb, NULL, lf_reader_thread, &b), 0);
+	g_usleep(50 * 1000);	/* B stands by */
+	lf_send(p[1], FUSE_READ, 2 | LF_HOLD | LF_BLOCKS);
+	lf_release();
+	ck_assert_int_eq(lf_wait_read(2, 5000), 1);
+	g_usleep(50 * 1000);
+	lf_send(p[1], FUSE_READ, 3);
+	ck_assert_msg(lf_wait_read(3, 5000) == 2,
+		      "a request waited while the only reader slept in a read "
+		      "(reader %d)", lf_wait_read(3, 0));
+	lf_release();
+	close(p[1]);
+	ck_assert_int_eq(pthread_join(ta, NULL), 0);
+	ck_assert_int_eq(pthread_join(tb, NULL), 0);
+	close(p[0]);
+}
+END_TEST
+
 static Suite *session_dev_suite(void)
 {
 	Suite *s = suite_create("session_dev");
@@ -348,6 +396,7 @@ static Suite *session_dev_suite(void)
 	tcase_add_test(tc, test_cancelled_reader_completes_what_it_carries);
 	tcase_add_test(tc, test_two_readers_take_each_request_once);
 	tcase_add_test(tc, test_slow_request_hands_reading_on);
+	tcase_add_test(tc, test_blocked_reader_hands_reading_on);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/aio.h"
 #include "backends/iorec.h"
 #include "backends/nfs/nfs_int.h"
 
@@ -91,6 +92,7 @@ ssize_t dnfs_submit(struct dnfs *d, struct kiocb *iocb)
 	if (!sync_caller)
 		return -EIOCBQUEUED;	/* req may be gone already */
 
+	dioloop_thread_may_block();
 	g_mutex_lock(&d->lock);
 	while (!req->done)
 		g_cond_wait(&d->cond, &d->lock);
@@ -118,6 +120,7 @@ int dnfs_ctl_run(struct dnfs *d, struct dnfs_ctl *ctl)
 	d->ctl_tail = &ctl->next;
 	g_mutex_unlock(&d->lock);
 	dnfs_wake(d);
+	dioloop_thread_may_block();
 	g_mutex_lock(&d->lock);
 	while (!ctl->done)
 		g_cond_wait(&d->cond, &d->lock);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/aio.h"
 #include "backends/iorec.h"
 #include "backends/rbd/rbd_int.h"
 #include "iter/obj_cache.h"
@@ -255,6 +256,7 @@ static ssize_t drbd_wait(struct drbd_req *req)
 {
 	ssize_t res;
 
+	dioloop_thread_may_block();
 	g_mutex_lock(&req->lock);
 	while (!req->done)
 		g_cond_wait(&req->cond, &req->lock);
