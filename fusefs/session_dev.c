@@ -43,9 +43,9 @@ struct dev_worker {
  * dioloop_thread_may_block reports; or its thread ends), and when it found
  * requests already queued while fewer than dev_readers_wanted read, so
  * that under load several workers read at once.  At QD1 this spared the
- * client's submission a wake-up (7 µs of fio's 18) and the worker a
- * sleep: 92-99 µs per 4k read against 99-111 with every idle worker
- * waiting on /dev/fuse (docs/bench.md).
+ * client's submission a wake-up (fio's submission latency 12-13 µs
+ * against 18-21) and the worker a sleep: 92-99 µs per 4k read against
+ * 99-111 with every idle worker waiting on /dev/fuse (docs/bench.md).
  */
 static atomic_int dev_readers;
 static atomic_int dev_standbys;

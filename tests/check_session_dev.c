@@ -313,25 +313,55 @@ static void lf_release(void)
 	g_mutex_unlock(&lf_lock);
 }
 
-START_TEST(test_slow_request_hands_reading_on)
-{
+/* Reader A serves a read (and holds in it), so it is the one to read
+ * next; reader B starts meanwhile and stands by. */
+struct lf_pair {
+	int p[2];
 	struct lf_reader a, b;
 	pthread_t ta, tb;
-	int p[2];
+};
 
+static void lf_start(struct lf_pair *lf)
+{
 	lf_reset();
-	ck_assert_int_eq(pipe(p), 0);
-	a = (struct lf_reader){ .fd = p[0], .id = 0 };
-	b = (struct lf_reader){ .fd = p[0], .id = 1 };
-	ck_assert_int_eq(pthread_create(&ta, NULL, lf_reader_thread, &a), 0);
+	ck_assert_int_eq(pipe(lf->p), 0);
+	lf->a = (struct lf_reader){ .fd = lf->p[0], .id = 0 };
+	lf->b = (struct lf_reader){ .fd = lf->p[0], .id = 1 };
+	ck_assert_int_eq(pthread_create(&lf->ta, NULL, lf_reader_thread,
+					&lf->a), 0);
 	g_usleep(20 * 1000);
-	/* A serves a read (and holds in it): it is the one to read next. */
-	lf_send(p[1], FUSE_READ, 1 | LF_HOLD);
+	lf_send(lf->p[1], FUSE_READ, 1 | LF_HOLD);
 	ck_assert_int_eq(lf_wait_read(1, 5000), 1);
-	/* B starts while A serves: it stands by. */
-	ck_assert_int_eq(pthread_create(&tb, NULL, lf_reader_thread, &b), 0);
+	ck_assert_int_eq(pthread_create(&lf->tb, NULL, lf_reader_thread,
+					&lf->b), 0);
 	g_usleep(50 * 1000);
-	lf_send(p[1], FUSE_LOOKUP, 2 | LF_HOLD);
+}
+
+/* A holds in request 2: request 3 must go to B. */
+static void lf_expect_b_reads(struct lf_pair *lf, const char *why)
+{
+	g_usleep(50 * 1000);	/* B settles: reading, or standing by */
+	lf_send(lf->p[1], FUSE_READ, 3);
+	ck_assert_msg(lf_wait_read(3, 5000) == 2,
+		      "a request waited while the only reader %s (reader %d)",
+		      why, lf_wait_read(3, 0));
+}
+
+static void lf_end(struct lf_pair *lf)
+{
+	lf_release();
+	close(lf->p[1]);
+	ck_assert_int_eq(pthread_join(lf->ta, NULL), 0);
+	ck_assert_int_eq(pthread_join(lf->tb, NULL), 0);
+	close(lf->p[0]);
+}
+
+START_TEST(test_slow_request_hands_reading_on)
+{
+	struct lf_pair lf;
+
+	lf_start(&lf);
+	lf_send(lf.p[1], FUSE_LOOKUP, 2 | LF_HOLD);
 	g_usleep(50 * 1000);
 	ck_assert_msg(lf_wait_read(2, 0) == 0,
 		      "a standing-by reader took a request while the reader "
@@ -339,16 +369,8 @@ START_TEST(test_slow_request_hands_reading_on)
 	/* A comes back, takes the lookup (and holds in it): B reads next. */
 	lf_release();
 	ck_assert_int_eq(lf_wait_read(2, 5000), 1);
-	g_usleep(50 * 1000);	/* B settles: reading, or standing by */
-	lf_send(p[1], FUSE_READ, 3);
-	ck_assert_msg(lf_wait_read(3, 5000) == 2,
-		      "a request waited while the only reader served a lookup "
-		      "(reader %d)", lf_wait_read(3, 0));
-	lf_release();
-	close(p[1]);
-	ck_assert_int_eq(pthread_join(ta, NULL), 0);
-	ck_assert_int_eq(pthread_join(tb, NULL), 0);
-	close(p[0]);
+	lf_expect_b_reads(&lf, "served a lookup");
+	lf_end(&lf);
 }
 END_TEST
 
@@ -356,33 +378,14 @@ END_TEST
  * request to a remote) hands reading on too. */
 START_TEST(test_blocked_reader_hands_reading_on)
 {
-	struct lf_reader a, b;
-	pthread_t ta, tb;
-	int p[2];
+	struct lf_pair lf;
 
-	lf_reset();
-	ck_assert_int_eq(pipe(p), 0);
-	a = (struct lf_reader){ .fd = p[0], .id = 0 };
-	b = (struct lf_reader){ .fd = p[0], .id = 1 };
-	ck_assert_int_eq(pthread_create(&ta, NULL, lf_reader_thread, &a), 0);
-	g_usleep(20 * 1000);
-	lf_send(p[1], FUSE_READ, 1 | LF_HOLD);
-	ck_assert_int_eq(lf_wait_read(1, 5000), 1);
-	ck_assert_int_eq(pthread_create(&tb, NULL, lf_reader_thread, &b), 0);
-	g_usleep(50 * 1000);	/* B stands by */
-	lf_send(p[1], FUSE_READ, 2 | LF_HOLD | LF_BLOCKS);
+	lf_start(&lf);
+	lf_send(lf.p[1], FUSE_READ, 2 | LF_HOLD | LF_BLOCKS);
 	lf_release();
 	ck_assert_int_eq(lf_wait_read(2, 5000), 1);
-	g_usleep(50 * 1000);
-	lf_send(p[1], FUSE_READ, 3);
-	ck_assert_msg(lf_wait_read(3, 5000) == 2,
-		      "a request waited while the only reader slept in a read "
-		      "(reader %d)", lf_wait_read(3, 0));
-	lf_release();
-	close(p[1]);
-	ck_assert_int_eq(pthread_join(ta, NULL), 0);
-	ck_assert_int_eq(pthread_join(tb, NULL), 0);
-	close(p[0]);
+	lf_expect_b_reads(&lf, "slept in a read");
+	lf_end(&lf);
 }
 END_TEST
 
