@@ -232,9 +232,15 @@ int dioloop_fs_init(struct dioloop_fs *fs, const char *source,
 	ret = dioloop_page_pool_new(pages / 4, pages * 2, &fs->pool);
 	if (ret < 0)
 		goto out_tables;
-	ret = dioloop_aio_new(opts->queue_depth * 4, "dioloop-aio", &fs->aio);
+	/* Runs for the large requests in flight at once, up to 64 (64 MiB
+	 * of address space; memory only for runs in use). */
+	ret = dioloop_run_pool_new(DIOLOOP_MAX_WRITE,
+				   MIN(opts->queue_depth, 64u), &fs->runs);
 	if (ret < 0)
 		goto out_pool;
+	ret = dioloop_aio_new(opts->queue_depth * 4, "dioloop-aio", &fs->aio);
+	if (ret < 0)
+		goto out_runs;
 	ret = dioloop_throttle_group_start(&fs->throttle);
 	if (ret < 0)
 		goto out_aio;
@@ -242,6 +248,8 @@ int dioloop_fs_init(struct dioloop_fs *fs, const char *source,
 
 out_aio:
 	dioloop_aio_free(fs->aio);
+out_runs:
+	dioloop_run_pool_free(fs->runs);
 out_pool:
 	dioloop_page_pool_free(fs->pool);
 out_tables:
@@ -263,6 +271,7 @@ void dioloop_fs_destroy(struct dioloop_fs *fs)
 		dioloop_node_free(fs, value);
 	dioloop_migrations_free(fs);
 	dioloop_aio_free(fs->aio);
+	dioloop_run_pool_free(fs->runs);
 	dioloop_page_pool_free(fs->pool);
 	dioloop_fs_free_tables(fs);
 	if (fs->opts.faults)

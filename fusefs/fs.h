@@ -46,6 +46,7 @@
 #include "fusefs/stats.h"
 #include "fusefs/throttle.h"
 #include "iter/page_pool.h"
+#include "iter/run_pool.h"
 
 #define DIOLOOP_BLOCK_SIZE 4096
 #define DIOLOOP_MAX_WRITE (1u << 20)
@@ -161,6 +162,7 @@ struct dioloop_fs {
 	struct dioloop_remote *remote;
 	struct dioloop_mount_opts opts;
 	struct dioloop_page_pool *pool;
+	struct dioloop_run_pool *runs;	/* large requests' buffers */
 	struct dioloop_aio *aio;
 	GThreadPool *workers;		/* blocking ops */
 	GThreadPool *flushers;		/* fsync */

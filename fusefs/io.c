@@ -40,11 +40,15 @@ struct dioloop_io {
 	struct dioloop_node *node;
 	uint64_t start;			/* arrival, ns (statistics) */
 	bool lent;			/* pages are a ring's payload buffer */
+	void *run;			/* or a run of fs->runs, or NULL */
 	unsigned int nr_pages;
 	struct bio_vec bvec[];
 };
 
 #define DIOLOOP_IO_MAX_PAGES (DIOLOOP_MAX_WRITE / DIOLOOP_PAGE_SIZE)
+/* Requests larger than this take a run: past 32 pages a request's
+ * segments start to count against what the disk merges. */
+#define DIOLOOP_IO_RUN_MIN (32 * DIOLOOP_PAGE_SIZE)
 
 /*
  * Request slots kept per thread (iter/obj_cache.h): a read or write takes
@@ -108,6 +112,11 @@ static struct dioloop_io *dioloop_io_alloc(fuse_req_t req,
 	io->start = start;
 	io->nr_pages = n;
 	io->lent = lent != NULL;
+	io->run = NULL;
+	/* A large request in one piece of memory, so that it reaches the
+	 * disk whole (iter/run_pool.h); pool pages when every run is out. */
+	if (!lent && size > DIOLOOP_IO_RUN_MIN && fs->runs)
+		lent = io->run = dioloop_run_pool_get(fs->runs);
 	if (lent) {
 		bvec_fill_pages(io->bvec, NULL, lent, size);
 		iov_iter_init_bvec(&io->iter, io->bvec, n, size, 0);
@@ -136,7 +145,9 @@ static void dioloop_io_free(struct dioloop_io *io)
 	void *pages[DIOLOOP_IO_MAX_PAGES];
 	unsigned int i;
 
-	if (!io->lent) {
+	if (io->run) {
+		dioloop_run_pool_put(io->fs->runs, io->run);
+	} else if (!io->lent) {
 		for (i = 0; i < io->nr_pages; i++)
 			pages[i] = io->bvec[i].bv_page;
 		dioloop_page_pool_put_many(io->fs->pool, pages, io->nr_pages);
@@ -161,8 +172,8 @@ static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 	if (res < 0) {
 		dioloop_fs_log_error(io->fs, io->node, "read", (int)res);
 		fuse_reply_err(io->req, (int)-res);
-	} else if (io->lent || io->nr_pages == 1) {
-		/* One piece of memory (a ring's payload buffer is): libfuse
+	} else if (io->lent || io->run || io->nr_pages == 1) {
+		/* One piece of memory (a ring's payload buffer or a run): libfuse
 		 * sends it as it is, where fuse_reply_iov would allocate. */
 		fuse_reply_buf(io->req, io->bvec[0].bv_page, (size_t)res);
 	} else {

@@ -476,6 +476,26 @@ static void add_transport(JsonBuilder *jb)
 	json_builder_end_object(jb);
 }
 
+/* The runs of large requests (iter/run_pool.h): how many there are, how
+ * many are out and were at most, and the large requests that found one
+ * and that found none (they used pool pages). */
+static void add_runs(JsonBuilder *jb, struct dioloop_fs *fs)
+{
+	struct dioloop_run_pool_stats st;
+
+	if (!fs->runs)
+		return;
+	dioloop_run_pool_get_stats(fs->runs, &st);
+	json_builder_set_member_name(jb, "large_request_runs");
+	json_builder_begin_object(jb);
+	add_uint(jb, "runs", st.runs);
+	add_uint(jb, "in_use", st.in_use);
+	add_uint(jb, "high_water", st.high_water);
+	add_uint(jb, "taken", st.taken);
+	add_uint(jb, "missed", st.missed);
+	json_builder_end_object(jb);
+}
+
 char *dioloop_stats_json(struct dioloop_fs *fs, size_t *len)
 {
 	g_autoptr(JsonBuilder) jb = json_builder_new();
@@ -507,6 +527,7 @@ char *dioloop_stats_json(struct dioloop_fs *fs, size_t *len)
 	json_builder_add_double_value(jb, (double)(g_get_monotonic_time() -
 						   fs->started) / G_USEC_PER_SEC);
 	add_transport(jb);
+	add_runs(jb, fs);
 	json_builder_set_member_name(jb, "limits");
 	json_builder_begin_object(jb);
 	add_uint(jb, "total_bps", dioloop_throttle_group_total(&fs->throttle));

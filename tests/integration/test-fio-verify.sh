@@ -50,6 +50,27 @@ run_fio_verify "node, QD16, 512-byte-granular 512-12k (unaligned, read-modify-wr
 run_fio_verify "node, 4 parallel jobs at offsets 0/32M/64M/96M, QD8" --name=par \
 	--filename="$NODE" --rw=randwrite --bsrange=4k-64k --iodepth=8 \
 	--numjobs=4 --offset=0 --offset_increment=32M --size=32M
+# 1 MiB requests, 96 at once from two jobs: more than the mount's 64
+# runs (large_request_runs), so over /dev/fuse most take a run and the
+# rest use pool pages.  Every run is back once fio is done.
+runs_stat() {
+	"$DIOLOOP_BIN" stats --json "$MNT" | jq -r ".large_request_runs.$1"
+}
+taken0=$(runs_stat taken)
+missed0=$(runs_stat missed)
+run_fio_verify "node, 1M, 2 jobs at QD48 at offsets 0/64M" --name=big \
+	--filename="$NODE" --rw=randwrite --bs=1M --iodepth=48 --numjobs=2 \
+	--offset=0 --offset_increment=64M --size=64M
+expect_eq "runs in use after fio" 0 "$(runs_stat in_use)"
+if [[ $("$DIOLOOP_BIN" stats --json "$MNT" | jq -r .transport.name) == dev ]]; then
+	taken=$(($(runs_stat taken) - taken0))
+	missed=$(($(runs_stat missed) - missed0))
+	if ((taken >= 64)); then
+		it_ok "1 MiB requests over /dev/fuse took runs ($taken; $missed found none and used pool pages)"
+	else
+		it_fail "expected at least 64 of fio's 256 1 MiB requests to take a run, got $taken ($missed found none)"
+	fi
+fi
 expect_same_bytes "node.img after fio: node vs image" "$NODE" "$SRC/node.img"
 
 attach_loop "$MNT/loop.img"
