@@ -15,6 +15,17 @@
 
 #define RUN_HUGE_ALIGN ((size_t)2 << 20)
 
+/* Under AddressSanitizer a free run is poisoned, as a free pool page is,
+ * so a use after put is reported where it happens. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define run_poison(p, len) ASAN_POISON_MEMORY_REGION((p), (len))
+#define run_unpoison(p, len) ASAN_UNPOISON_MEMORY_REGION((p), (len))
+#else
+#define run_poison(p, len) ((void)(p), (void)(len))
+#define run_unpoison(p, len) ((void)(p), (void)(len))
+#endif
+
 struct dioloop_run_pool {
 	char *map;		/* the mapping, as mmap gave it */
 	size_t map_len;
@@ -62,6 +73,7 @@ int dioloop_run_pool_new(size_t run_size, unsigned int nr,
 	for (i = 0; i < nr; i++)
 		pool->free[i] = nr - 1 - i;
 	pool->nr_free = nr;
+	run_poison(pool->base, run_size * nr);
 	*out = pool;
 	return 0;
 }
@@ -71,6 +83,7 @@ void dioloop_run_pool_free(struct dioloop_run_pool *pool)
 	if (!pool)
 		return;
 	g_assert(pool->nr_free == pool->nr);
+	run_unpoison(pool->base, pool->run_size * pool->nr);
 	munmap(pool->map, pool->map_len);
 	g_free(pool->free);
 	g_free(pool->out);
@@ -96,6 +109,7 @@ void *dioloop_run_pool_get(struct dioloop_run_pool *pool)
 	if (in_use > pool->high_water)
 		pool->high_water = in_use;
 	g_mutex_unlock(&pool->lock);
+	run_unpoison(pool->base + (size_t)i * pool->run_size, pool->run_size);
 	return pool->base + (size_t)i * pool->run_size;
 }
 
@@ -110,6 +124,7 @@ void dioloop_run_pool_put(struct dioloop_run_pool *pool, void *run)
 		 off % pool->run_size == 0 && i < pool->nr);
 	g_mutex_lock(&pool->lock);
 	g_assert(pool->out[i]);
+	run_poison(run, pool->run_size);
 	pool->out[i] = false;
 	pool->free[pool->nr_free++] = (unsigned int)i;
 	g_mutex_unlock(&pool->lock);

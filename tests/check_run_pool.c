@@ -166,6 +166,23 @@ START_TEST(test_run_pool_threads_never_share_a_run)
 }
 END_TEST
 
+#if defined(__SANITIZE_ADDRESS__)
+/* Under AddressSanitizer a run given back is poisoned: writing to it
+ * after the put is reported, and ends the process with status 1 (this
+ * test passing without the report would exit with 0). */
+START_TEST(test_run_pool_use_after_put_is_reported)
+{
+	struct dioloop_run_pool *pool = runs_new_or_fail(RUN, 2);
+	volatile char *run = dioloop_run_pool_get(pool);
+
+	run[0] = 1;
+	dioloop_run_pool_put(pool, (void *)run);
+	run[100] = 1;	/* ASan reports this and exits with status 1 */
+	dioloop_run_pool_free(pool);	/* not reported: exit status 0 */
+}
+END_TEST
+#endif
+
 static Suite *run_pool_suite(void)
 {
 	Suite *s = suite_create("run_pool");
@@ -178,6 +195,9 @@ static Suite *run_pool_suite(void)
 				    SIGABRT);
 	tcase_add_test_raise_signal(tc, test_run_pool_put_foreign_aborts,
 				    SIGABRT);
+#if defined(__SANITIZE_ADDRESS__)
+	tcase_add_exit_test(tc, test_run_pool_use_after_put_is_reported, 1);
+#endif
 	suite_add_tcase(s, tc);
 	return s;
 }
