@@ -207,10 +207,12 @@ def _run_bench(spec, args, total, timeout):
     return parsed, wall, None
 
 
-def rbd_bench_run(cluster, workload, spec, args, rnd):
+def rbd_bench_run(cluster, workload, spec, args, rnd, machine=None):
     """rbd bench for one fio workload (spec: tools/bench's WORKLOADS
     tuple; args: its options, runtime and ramp): a result record like
-    tools/bench's fio records."""
+    tools/bench's fio records.  machine: (sample, per_io), tools/bench's
+    machine counters, read around the measured run (the whole of it: rbd
+    bench has no window of its own)."""
     _, rw, bs, qd, _ = spec
     runtime, ramp = args.runtime, args.ramp
     rec = {"kind": "run", "round": rnd, "target": "rbd-bench",
@@ -237,7 +239,9 @@ def rbd_bench_run(cluster, workload, spec, args, rnd):
             break
         total *= 4 if wall < least / 4 else 2
     total = max(io * qd, int(rate * runtime) // io * io)
+    m0 = machine[0]() if machine else None
     parsed, wall, err = _run_bench(cluster.spec, opts, total, 10 * runtime + 120)
+    m1 = machine[0]() if machine else None
     if err:
         rec["error"] = err
         return rec
@@ -248,4 +252,6 @@ def rbd_bench_run(cluster, workload, spec, args, rnd):
     rec["rbd_wall_s"] = wall
     if ops_s:
         rec["lat_us_mean"] = 1e6 * qd / ops_s
+    if machine:
+        rec.update(machine[1](m0, m1, wall, ops_s))
     return rec
