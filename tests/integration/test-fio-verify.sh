@@ -27,9 +27,18 @@ CONTROL=(fio --name=control --filename="$MNT/control.img" --direct=1
 	--verify=crc32c --verify_fatal=1 --verify_state_save=0)
 must "control: fio writes verifiable blocks to control.img" "${CONTROL[@]}" --do_verify=0
 expect_ok "control: fio --verify_only on the intact node" "${CONTROL[@]}" --verify_only
-must "control: corrupt one byte of control.img on the host" \
-	dd if=/dev/urandom of="$SRC/control.img" bs=1 count=1 seek=$((4 * 1048576 + 100)) \
-	conv=notrunc,fsync status=none
+# Every bit of the byte flipped: a random byte would equal the old one
+# once in 256 runs, and the control would then find nothing to catch.
+flip_byte() {
+	local file=$1 off=$2 old
+	old=$(od -An -tu1 -j "$off" -N1 "$file" | tr -d ' ')
+	[[ -n $old ]] || return 1
+	# shellcheck disable=SC2059
+	printf "\\x$(printf %02x $((old ^ 0xff)))" |
+		dd of="$file" bs=1 seek="$off" conv=notrunc,fsync status=none
+}
+must "control: flip one byte of control.img on the host" \
+	flip_byte "$SRC/control.img" $((4 * 1048576 + 100))
 rc=0
 "${CONTROL[@]}" --verify_only >"$IT_TMP/control.out" 2>&1 </dev/null || rc=$?
 if ((rc != 0)) && grep -qiE 'verify|crc32c' "$IT_TMP/control.out"; then
