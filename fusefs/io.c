@@ -173,8 +173,9 @@ static void dioloop_read_done(struct kiocb *iocb, ssize_t res)
 		dioloop_fs_log_error(io->fs, io->node, "read", (int)res);
 		fuse_reply_err(io->req, (int)-res);
 	} else if (io->lent || io->run || io->nr_pages == 1) {
-		/* One piece of memory (a ring's payload buffer or a run): libfuse
-		 * sends it as it is, where fuse_reply_iov would allocate. */
+		/* One piece of memory (a ring's payload buffer or a run):
+		 * libfuse sends it as it is, where fuse_reply_iov would
+		 * allocate. */
 		fuse_reply_buf(io->req, io->bvec[0].bv_page, (size_t)res);
 	} else {
 		for (left = (size_t)res; left; n++) {

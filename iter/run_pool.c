@@ -130,11 +130,6 @@ void dioloop_run_pool_put(struct dioloop_run_pool *pool, void *run)
 	g_mutex_unlock(&pool->lock);
 }
 
-size_t dioloop_run_pool_run_size(const struct dioloop_run_pool *pool)
-{
-	return pool->run_size;
-}
-
 void dioloop_run_pool_get_stats(struct dioloop_run_pool *pool,
 				struct dioloop_run_pool_stats *st)
 {

@@ -43,7 +43,6 @@ void dioloop_run_pool_free(struct dioloop_run_pool *pool);
 void *dioloop_run_pool_get(struct dioloop_run_pool *pool);
 /* Give back a run from get.  Anything else, or a second put, aborts. */
 void dioloop_run_pool_put(struct dioloop_run_pool *pool, void *run);
-size_t dioloop_run_pool_run_size(const struct dioloop_run_pool *pool);
 void dioloop_run_pool_get_stats(struct dioloop_run_pool *pool,
 				struct dioloop_run_pool_stats *st);
 
