@@ -60,8 +60,9 @@ run_fio_verify "node, 4 parallel jobs at offsets 0/32M/64M/96M, QD8" --name=par 
 	--filename="$NODE" --rw=randwrite --bsrange=4k-64k --iodepth=8 \
 	--numjobs=4 --offset=0 --offset_increment=32M --size=32M
 # 1 MiB requests, 96 at once from two jobs: more than the mount's 64
-# runs (large_request_runs), so over /dev/fuse most take a run and the
-# rest use pool pages.  Every run is back once fio is done.
+# runs (large_request_runs), so over /dev/fuse most take a run and those
+# that find every run out use pool pages (how many varies: not asserted).
+# Every run is back once fio is done.
 runs_stat() {
 	"$DIOLOOP_BIN" stats --json "$MNT" | jq -r ".large_request_runs.$1"
 }
