@@ -197,6 +197,15 @@ int drbd_connect(const struct drbd_url *u, rados_t *cluster,
 	 * it, and fails with EIO when they do not answer. */
 	if ((r = drbd_conf_set(c, u, "rbd_cache", "false", error)) < 0)
 		goto fail;
+	/* librbd copies each write's buffer (its default, set here so that
+	 * a configuration file cannot turn it off).  Sending from the
+	 * caller's buffer saved 11-17% of the daemon's CPU per 1 MiB write,
+	 * but librbd then holds a write's completion until the messenger
+	 * lets go of the buffer: with the OSD gone, a write hung for over
+	 * 60 s, where with the copy it fails with EIO after timeout=. */
+	if ((r = drbd_conf_set(c, u, "rbd_disable_zero_copy_writes", "true",
+			       error)) < 0)
+		goto fail;
 	if ((r = drbd_conf_set(c, u, "client_mount_timeout", timeout, error)) < 0 ||
 	    (r = drbd_conf_set(c, u, "rados_osd_op_timeout", timeout, error)) < 0 ||
 	    (r = drbd_conf_set(c, u, "rados_mon_op_timeout", timeout, error)) < 0)

@@ -12,7 +12,8 @@ rbd/bench.img.
              names the cluster), MNT/bench.img
   rbd-bench  librbd's own `rbd bench` on the same image: the same I/O
              size, --io-threads = the fio queue depth, the same pattern
-             (rand/seq) and direction, the limit rbd-node is measured
+             (rand, or full-seq for fio's one sequential stream) and
+             direction, the limit rbd-node is measured
              against.  rbd bench is not time based: a warm-up run, grown
              until it lasts the ramp time, tells the rate, and the
              measured run's --io-total is that rate x the runtime.  It
@@ -34,11 +35,16 @@ RBD_TARGETS = {
 RBD_POOL = "rbd"
 RBD_IMAGE = "bench.img"
 # fio rw -> rbd bench (--io-type, --io-pattern); fio's default rwmixread
-# is 50, as is rbd bench's --rw-mix-read.
+# is 50, as is rbd bench's --rw-mix-read.  fio's sequential job is one
+# stream with the queue depth's requests in flight at consecutive
+# offsets: rbd bench's "full-seq".  Its "seq" is --io-threads streams,
+# each in its own part of the image, so that the requests in flight are
+# spread over as many objects (and placement groups) instead of two or
+# three: not the workload fio runs on the node.
 RBD_IO = {"randread": ("read", "rand"), "randwrite": ("write", "rand"),
-          "read": ("read", "seq"), "write": ("write", "seq"),
-          "randrw": ("readwrite", "rand"), "rw": ("readwrite", "seq"),
-          "readwrite": ("readwrite", "seq")}
+          "read": ("read", "full-seq"), "write": ("write", "full-seq"),
+          "randrw": ("readwrite", "rand"), "rw": ("readwrite", "full-seq"),
+          "readwrite": ("readwrite", "full-seq")}
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
