@@ -17,7 +17,7 @@
  *    their replies.
  *  - Worker-pool threads run the blocking ops and reply.  An op that
  *    waits for its node's limits or a fault delay waits in a queue, not
- *    on a thread (io.c), so no pool thread ever sleeps on a limit.
+ *    on a thread (io_work.c), so no pool thread ever sleeps on a limit.
  *  - Flush-pool threads run fsync; control-pool threads run control
  *    commands: separate threads, which the worker pool's load never
  *    takes away.  Every pool starts its threads with it (exclusive), so
@@ -323,7 +323,8 @@ int dioloop_node_stack_fault(struct dioloop_node *node);
 /* ops.c */
 extern const struct fuse_lowlevel_ops dioloop_fuse_ops;
 
-/* io.c: the read/write path and the blocking ops, called from ops.c. */
+/* io.c (the read/write path) and io_work.c (the blocking ops), called
+ * from ops.c. */
 void dioloop_do_read(fuse_req_t req, struct dioloop_node *node, size_t size,
 		     off_t off);
 void dioloop_do_write(fuse_req_t req, struct dioloop_node *node,

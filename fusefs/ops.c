@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The FUSE low-level operations.  All run on FUSE worker threads; the
- * ones that touch image data hand off to io.c and return at once, the
- * ones on the control directory (.dioloop) to control.c.
+ * ones that touch image data hand off to io.c or io_work.c and return at
+ * once, the ones on the control directory (.dioloop) to control.c.
  */
 #include <errno.h>
 #include <fcntl.h>
