@@ -36,6 +36,10 @@ stress_begin() {
 run_stress() {
 	local name=$1
 	shift
+	# Over the transport the suite runs on (tools/run-tests).
+	if [[ -n ${DIOLOOP_IT_TRANSPORT:-} ]]; then
+		set -- "$@" --transport "$DIOLOOP_IT_TRANSPORT"
+	fi
 	it_log "run: tools/stress $* --json \$T/$name.jsonl"
 	"$IT_PY" "$STRESS" "$@" --json "$IT_TMP/$name.jsonl" \
 		>"$IT_TMP/$name.out" 2>"$IT_TMP/$name.err" </dev/null &

@@ -49,7 +49,9 @@ class Daemon:
         loops = os.path.join(self.logdir, "loops.%d" % self.nstarts)
         self.logs.append(log)
         os.makedirs(self.mnt, exist_ok=True)
+        transport = getattr(self.ctx, "transport", None)
         argv = [self.ctx.dioloop, "mount", "-f", "--loop"] + self.opts + \
+            (["-o", "transport=" + transport] if transport else []) + \
             [self.src, self.mnt]
         self.ctx.log("start: " + " ".join(argv))
         with open(log, "w") as err, open(loops, "w") as out:
