@@ -31,9 +31,10 @@
 /* Requests of a batch whose backend I/O goes to the kernel in one
  * io_submit.  The first request of a batch waits for the others to be
  * read: with a whole batch (up to the queue depth) in one io_submit, 4k
- * random reads at QD32 did 45k IOPS, with 8 at a time 54k at the same
- * daemon CPU per I/O, with one io_submit each 56-67k at 25-35% more
- * (docs/bench.md, 2026-12-07). */
+ * random reads at QD32 did 45k IOPS, with 8 at a time 54k.  Measured
+ * again side by side, 1, 2, 4 and 8 at a time gave the same IOPS within
+ * the spread, and 8 the least daemon CPU per read (5.8-7.1 us against
+ * 8.6-9.4 with one io_submit each; docs/targets.md). */
 #define URING_SUBMIT_BATCH 8u
 /* Room in a queue's own libaio context (the rest waits in its queue):
  * a few pieces per request, bounded, for io_setup takes from the
