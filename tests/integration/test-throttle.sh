@@ -13,6 +13,8 @@
 #    randread QD1, and a bandwidth limit (200 MiB/s, or half) on 128k
 #    randwrite QD8, each delivered at 80%..110% of the limit over 4 s
 #    after a second of ramp (the burst is not counted);
+#  - a limit ten times what the node does unthrottled leaves it at least
+#    70% of its unthrottled rate (4k randread QD32);
 #  - buffered writes through the page cache (-o cache) are throttled too.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -179,6 +181,31 @@ high_limit() {
 }
 
 high_limit "4k randread QD32" iops iops 20000 --rw=randread --bs=4k --iodepth=32
+
+# A limit above what the node does must not cost it any rate: ten times
+# the unthrottled rate, measured between two unthrottled runs, delivers
+# at least 70% of the lower of them (their spread on a busy machine is up
+# to 15%; a throttle that capped the rate, as one that could not pace
+# above 1,000 requests a second did, delivers a small fraction).
+over_limit() {
+	local free1 free2 lim got floor
+	must "dioloop limit MNT/h.img iops=0" "$DIOLOOP_BIN" limit "$H" iops=0
+	free1=$(rate_of "4k randread QD32, unthrottled" iops --rw=randread --bs=4k --iodepth=32)
+	[[ -n $free1 ]] || return 0
+	lim=$((10 * free1))
+	must "dioloop limit MNT/h.img iops=$lim" "$DIOLOOP_BIN" limit "$H" "iops=$lim"
+	got=$(rate_of "4k randread QD32 under iops=$lim" iops --rw=randread --bs=4k --iodepth=32)
+	must "dioloop limit MNT/h.img iops=0" "$DIOLOOP_BIN" limit "$H" iops=0
+	free2=$(rate_of "4k randread QD32, unthrottled again" iops --rw=randread --bs=4k --iodepth=32)
+	[[ -n $got && -n $free2 ]] || return 0
+	floor=$(( (free1 < free2 ? free1 : free2) * 7 / 10 ))
+	if ((got >= floor)); then
+		it_ok "4k randread QD32 under iops=$lim (10x unthrottled): $got, unthrottled $free1 and $free2"
+	else
+		it_fail "4k randread QD32 under iops=$lim (10x unthrottled): expected at least $floor (70% of unthrottled $free1, $free2), got $got"
+	fi
+}
+over_limit
 high_limit "4k randread QD1" iops read_iops 20000 --rw=randread --bs=4k --iodepth=1
 high_limit "128k randwrite QD8" bw_bytes write_bps $((200 * M)) \
 	--rw=randwrite --bs=128k --iodepth=8
