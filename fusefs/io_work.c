@@ -89,7 +89,9 @@ static void dioloop_queue_work(struct dioloop_work *w)
 	dioloop_push(w->fs->workers, w);
 }
 
-void dioloop_io_call(struct dioloop_fs *fs, void (*fn)(void *arg), void *arg)
+/* Run fn(arg) on a thread of pool, a worker pool of fs. */
+static void dioloop_call_on(GThreadPool *pool, struct dioloop_fs *fs,
+			    void (*fn)(void *arg), void *arg)
 {
 	struct dioloop_work *w = g_new0(struct dioloop_work, 1);
 
@@ -97,18 +99,17 @@ void dioloop_io_call(struct dioloop_fs *fs, void (*fn)(void *arg), void *arg)
 	w->fs = fs;
 	w->fn = fn;
 	w->arg = arg;
-	dioloop_push(fs->workers, w);
+	dioloop_push(pool, w);
+}
+
+void dioloop_io_call(struct dioloop_fs *fs, void (*fn)(void *arg), void *arg)
+{
+	dioloop_call_on(fs->workers, fs, fn, arg);
 }
 
 void dioloop_ctl_call(struct dioloop_fs *fs, void (*fn)(void *arg), void *arg)
 {
-	struct dioloop_work *w = g_new0(struct dioloop_work, 1);
-
-	w->kind = WORK_CALL;
-	w->fs = fs;
-	w->fn = fn;
-	w->arg = arg;
-	dioloop_push(fs->controls, w);
+	dioloop_call_on(fs->controls, fs, fn, arg);
 }
 
 static void dioloop_reply_status(struct dioloop_work *w, const char *kind,
