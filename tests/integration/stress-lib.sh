@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # SPDX-License-Identifier: MIT
 #
 # Helpers for the tests that run tools/stress (test-stress-*.sh); sourced
@@ -26,6 +27,7 @@ stress_stop() {
 # tools/stress's work dir in the test's own temporary directory.
 stress_begin() {
 	it_begin "$@"
+	# shellcheck disable=SC2154  # rc is the trap's own, set as it runs
 	trap 'rc=$?; stress_stop; (exit $rc); it_cleanup' EXIT
 	export TMPDIR=$IT_TMP
 }

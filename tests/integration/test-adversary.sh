@@ -91,8 +91,9 @@ chown "$USER_ID:$GROUP_ID" "$SRC/.victim.img.dioloop-orphan"
 # A redirect naming a root-only file, in the old format (a path) and as
 # the current one would read, bound to the right inodes: neither is ours.
 echo "$HOST/redirect" >"$SRC/.inside.img.dioloop-redirect"
-printf 'dioloop-redirect 2\nimage %s %s\ntarget %s %s\npath %s\n' \
-	"$(stat -c '%d %i' "$SRC/twin.img")" "$(stat -c '%d %i' "$HOST/redirect")" \
+# shellcheck disable=SC2046,SC2183  # stat's "DEV INO": two words each
+printf 'dioloop-redirect 2\nname twin.img\nimage %s %s\ntarget %s %s\npath %s\n' \
+	$(stat -c '%d %i' "$SRC/twin.img") $(stat -c '%d %i' "$HOST/redirect") \
 	"$HOST/redirect" >"$SRC/.twin.img.dioloop-redirect"
 chown "$USER_ID:$GROUP_ID" "$SRC"/.*.dioloop-redirect
 chmod 0600 "$SRC"/.*.dioloop-redirect
