@@ -27,6 +27,7 @@ rbd_test_cluster() {
 			it_skip "missing: $(ceph_missing_tools)(apt-get install ceph-mon ceph-osd ceph-common)"
 		CLUSTER=$IT_TMP/ceph
 		# lib.sh's EXIT trap runs after ours, with the test's status.
+		# shellcheck disable=SC2154  # set by the trap as it runs
 		trap 'ceph_rc=$?; ceph_cluster_stop "$CLUSTER"; (exit $ceph_rc); it_cleanup' EXIT
 		ceph_cluster_start "$CLUSTER" || it_die "could not start a Ceph cluster"
 	fi

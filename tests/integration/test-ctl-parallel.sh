@@ -17,7 +17,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 it_begin "control commands answer while a scrub runs" jq
 
-M=$((1 << 20))
 SRC=$IT_TMP/src
 MNT=$IT_TMP/mnt
 mkdir -p "$SRC"

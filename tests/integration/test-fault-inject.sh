@@ -66,7 +66,7 @@ expect_eq "the first run-time rule stacks the fault filter on other.img" '["faul
 	"$(stat_of other.img '.filters' | jq -c .)"
 expect_eq "dioloop fault lists the rule" "rule 1: write error=ENOSPC nth=3" "$(head -n 1 "$IT_TMP/last.out")"
 expect_eq "writes 1, 2, 3, 4 with nth=3" "ok 4096,ok 4096,err ENOSPC,ok 4096" \
-	"$(for i in 1 2 3 4; do nodeio pwrite "$MNT/other.img" 0 4096; done | paste -sd, -)"
+	"$(for _ in 1 2 3 4; do nodeio pwrite "$MNT/other.img" 0 4096; done | paste -sd, -)"
 must "dioloop fault other.img off" "$DIOLOOP_BIN" fault "$MNT/other.img" off
 must "dioloop fault other.img read delay=300ms" "$DIOLOOP_BIN" fault "$MNT/other.img" read delay=300ms
 t0=$(date +%s%N)

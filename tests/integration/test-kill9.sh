@@ -80,6 +80,7 @@ cat "$STREAM_LOG" >>"$MANIFEST"
 # Clean up the dead mount: inner ext4 (lazily: its device is dead), the
 # loop device, then the FUSE mount.
 must "umount -l $IN" umount -l "$IN"
+# shellcheck disable=SC2034  # lib.sh's cleanup reads it
 IT_INNER=()
 detach_loop "$LOOP"
 must "fusermount3 -u -z $MNT" fusermount3 -u -z "$MNT"

@@ -103,7 +103,7 @@ print(os.pread(fd, 65536, 0).decode().splitlines()[0])' "$MNT/.dioloop/ctl" "$1"
 state=
 for ((i = 0; i < 240; i++)); do
 	state=$(ctl "migrate-status c.img" 2>&1 | cut -d' ' -f1)
-	[[ $state == failed || $state == cancelled || $state == done ]] && break
+	[[ $state == failed || $state == cancelled || $state == "done" ]] && break
 	sleep 0.5
 done
 expect_eq "the migration fails once the server is gone for longer than its timeout" failed "$state"

@@ -25,6 +25,7 @@ restore_fuse_mode() {
 	[[ $(stat -c %a /dev/fuse) == "$FUSE_MODE" ]] || chmod "$FUSE_MODE" /dev/fuse
 }
 # Put the mode back before lib.sh's cleanup, keeping the exit status.
+# shellcheck disable=SC2154  # set by the trap as it runs
 trap 'rc=$?; restore_fuse_mode; (exit $rc); it_cleanup' EXIT
 if ! "${AS_USER[@]}" test -r /dev/fuse -a -w /dev/fuse; then
 	it_log "/dev/fuse is $FUSE_MODE: opening it to users for this test"

@@ -37,6 +37,7 @@ else
 		it_skip "missing: $(ceph_missing_tools)(apt-get install ceph-mon ceph-osd ceph-common)"
 	CLUSTER=$IT_TMP/ceph
 	# lib.sh's EXIT trap runs after ours, with the test's status.
+	# shellcheck disable=SC2154  # set by the trap as it runs
 	trap 'ceph_rc=$?; ceph_cluster_stop "$CLUSTER"; (exit $ceph_rc); it_cleanup' EXIT
 	ceph_cluster_start "$CLUSTER" || it_die "could not start a Ceph cluster"
 fi
@@ -126,6 +127,7 @@ wait "$WRITER_PID" 2>/dev/null
 forget_pid "$WRITER_PID"
 cat "$STREAM_LOG" >>"$MANIFEST"
 must "umount -l $IN" umount -l "$IN"
+# shellcheck disable=SC2034  # lib.sh's cleanup reads it
 IT_INNER=()
 detach_loop "$LOOP"
 must "fusermount3 -u -z $MNT" fusermount3 -u -z "$MNT"

@@ -94,7 +94,7 @@ if [[ $(stat -c %s "$MNT/r.img") == "$M" ]]; then
 	it_log "the host refused 2^62: r.img must be as it was"
 	unchanged "$MNT/r.img" "raw: after the write at 2^62"
 	expect_eq "raw: no sidecar left next to r.img" "" \
-		"$(cd "$SRC" && ls -A | grep -F .r.img. || true)"
+		"$(find "$SRC" -maxdepth 1 -name '*.r.img.*' -printf '%f\n')"
 fi
 
 it_log "---- cow: the largest size itself"

@@ -136,7 +136,7 @@ must "dioloop stats --prometheus --textfile dioloop.prom MNT" \
 	"$DIOLOOP_BIN" stats --prometheus --textfile "$IT_TMP/dioloop.prom" "$MNT"
 expect_match "--textfile: the file holds the metrics" '.*# TYPE dioloop_requests_total counter.*' \
 	"$(paste -sd' ' dioloop.prom)"
-expect_eq "... and no temporary file is left" "dioloop.prom" "$(ls | grep 'dioloop\.prom' | paste -sd' ')"
+expect_eq "... and no temporary file is left" "dioloop.prom" "$(find . -maxdepth 1 -name '*dioloop.prom*' -printf '%f\n' | paste -sd' ')"
 expect_status "--textfile without --prometheus" 2 "$DIOLOOP_BIN" stats --textfile x.prom "$MNT"
 dioloop_umount "$MNT"
 it_end

@@ -36,6 +36,7 @@ IMAGES=$EXPORT/stress
 mkdir -p "$IMAGES"
 nfs_server_start "$EXPORT" || it_die "could not start nfs-ganesha"
 # nfs_server_start set its own EXIT trap: stop tools/stress first.
+# shellcheck disable=SC2154  # set by the trap as it runs
 trap 'rc=$?; stress_stop; nfs_server_cleanup; (exit $rc); it_cleanup' EXIT
 # The MOUNT port given, not asked from rpcbind: another test's ganesha may
 # have registered its own there.

@@ -22,8 +22,10 @@ stress_begin "tools/stress --backend rbd: ext4 on nodes of an rbd:// mount" \
 	rbd fio fstrim mkfs.ext4 e2fsck
 rbd_test_cluster
 if [[ -n ${DIOLOOP_RBD_CLUSTER:-} ]]; then
+	# shellcheck disable=SC2154  # set by the trap as it runs
 	trap 'rc=$?; stress_stop; (exit $rc); it_cleanup' EXIT
 else	# rbd_test_cluster's trap stops our own cluster
+	# shellcheck disable=SC2154  # set by the trap as it runs
 	trap 'rc=$?; stress_stop; ceph_cluster_stop "$CLUSTER"; (exit $rc); it_cleanup' EXIT
 fi
 URL="$RBD_URL?timeout=30"

@@ -69,7 +69,6 @@ expect_eq "dioloop mount --loop attached a loop device per node" 2 "${#node_loop
 for dev in "${node_loops[@]}"; do
 	record_loop "$dev"
 done
-start=$SECONDS
 dioloop_umount "$IT_TMP/mnt"
 for dev in "${node_loops[@]}"; do
 	expect_eq "$dev (a node's) is detached" "" "$(loop_backing "$dev")"
