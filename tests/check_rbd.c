@@ -11,8 +11,8 @@
  * data round trips (many asynchronous requests in flight at unaligned
  * offsets, lengths and memory, read back after a reopen), EOF and
  * growable writes, flush/discard/write_zeroes/resize/map/info, the
- * exclusive lock refusing a second writer with the holder's name, and
- * the errors of a missing image or pool and of an existing one.
+ * exclusive lock refusing a second writer with the holder's name, images
+ * of one pool sharing one librados client, and the errors of a missing image or pool and of an existing one.
  */
 #include <check.h>
 #include <errno.h>
@@ -494,6 +494,69 @@ START_TEST(test_rbd_exclusive_lock)
 }
 END_TEST
 
+/* The threads of this process now. */
+static unsigned int threads_now(void)
+{
+	GDir *dir = g_dir_open("/proc/self/task", 0, NULL);
+	unsigned int n = 0;
+
+	ck_assert_ptr_nonnull(dir);
+	while (g_dir_read_name(dir))
+		n++;
+	g_dir_close(dir);
+	return n;
+}
+
+/* Images of one pool share one librados client (backends/rbd/conn.c):
+ * the second and third open add none of a client's threads, and the
+ * last one open keeps it while the others close. */
+START_TEST(test_rbd_shared_client)
+{
+	g_autofree char *u1 = image_url("share1", NULL);
+	g_autofree char *u2 = image_url("share2", NULL);
+	g_autofree char *u3 = image_url("share3", NULL);
+	const char *urls[] = { u1, u2, u3 };
+	struct backend *b[3];
+	char buf[4096], back[4096];
+	unsigned int t0, t1, t3, i;
+
+	log_setup();
+	for (i = 0; i < 3; i++) {
+		struct backend_create_args c = { .path = urls[i],
+						 .size = 4 * MiB };
+
+		ck_assert_int_eq(backend_create(NULL, &c, NULL), 0);
+	}
+	t0 = threads_now();
+	b[0] = open_url(u1, 0);
+	t1 = threads_now();
+	b[1] = open_url(u2, 0);
+	b[2] = open_url(u3, 0);
+	t3 = threads_now();
+	printf("threads: %u, with one image open %u, with three %u\n", t0,
+	       t1, t3);
+	ck_assert_msg(t1 >= t0 + 4, "a client has threads of its own: %u -> %u",
+		      t0, t1);
+	ck_assert_msg(t3 - t1 <= (t1 - t0) / 2,
+		      "two more images of the pool added %u threads, where one client has %u",
+		      t3 - t1, t1 - t0);
+	backend_close(b[0]);
+	backend_close(b[1]);
+	memset(buf, 7, sizeof(buf));
+	ck_assert_int_eq(backend_pwrite(b[2], buf, sizeof(buf), 0), 4096);
+	ck_assert_int_eq(backend_flush(b[2]), 0);
+	backend_close(b[2]);
+	ck_assert_uint_eq(threads_now(), t0);
+	/* A new client once the last one closed. */
+	b[2] = open_url(u3, BACKEND_OPEN_RDONLY);
+	ck_assert_int_eq(backend_pread(b[2], back, sizeof(back), 0), 4096);
+	ck_assert_mem_eq(back, buf, sizeof(buf));
+	backend_close(b[2]);
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(backend_remove_url(urls[i], NULL), 0);
+}
+END_TEST
+
 /* Missing images and pools, existing images: one line each. */
 START_TEST(test_rbd_errors)
 {
@@ -556,6 +619,7 @@ int main(void)
 		tcase_add_test(tc, test_rbd_eof_growable);
 		tcase_add_test(tc, test_rbd_ops);
 		tcase_add_test(tc, test_rbd_exclusive_lock);
+		tcase_add_test(tc, test_rbd_shared_client);
 		tcase_add_test(tc, test_rbd_errors);
 		tcase_add_test(tc, test_rbd_submit_from_completion);
 		suite_add_tcase(s, tc);

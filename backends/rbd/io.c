@@ -32,9 +32,13 @@ int drbd_errno(struct drbd *d, int r, const char *what)
 	/* ESHUTDOWN: this client was blocklisted (fenced: another client
 	 * broke its lock).  It stays so until an operator lifts it. */
 	if (r == -ESHUTDOWN) {
-		if (!atomic_exchange(&d->outage, true))
-			g_warning("%s: %s: the cluster has blocklisted this client (another client took the image's lock, or an operator fenced it): failing requests with EIO",
-				  d->url.url, what);
+		atomic_store(&d->outage, true);
+		/* One line per client: it fences every image open through
+		 * it (conn.c). */
+		if (drbd_conn_fenced(d->conn))
+			g_warning("%s: %s: the cluster has blocklisted this client (another client took the image's lock, or an operator fenced it): failing requests with EIO, on every image of %s%s%s",
+				  d->url.url, what, d->url.pool,
+				  d->url.ns[0] ? "/" : "", d->url.ns);
 		return -EIO;
 	}
 	if (r == -ETIMEDOUT || r == -ENOTCONN) {

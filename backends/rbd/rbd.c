@@ -23,7 +23,7 @@ static void drbd_free(struct drbd *d)
 {
 	if (d->image)
 		rbd_close(d->image);
-	drbd_disconnect(d->cluster, d->ioctx);
+	drbd_conn_put(d->conn);
 	drbd_url_clear(&d->url);
 	g_free(d->snap);
 	g_free(d->clone);
@@ -111,9 +111,10 @@ static int drbd_open(struct backend *b, const struct backend_open_args *args)
 	d->b = b;
 	d->rdonly = args->flags & BACKEND_OPEN_RDONLY;
 	d->growable = args->flags & BACKEND_OPEN_GROWABLE;
-	ret = drbd_connect(&d->url, &d->cluster, &d->ioctx, args->error);
+	ret = drbd_conn_get(&d->url, &d->conn, args->error);
 	if (ret < 0)
 		goto fail;
+	d->ioctx = drbd_conn_ioctx(d->conn);
 	if (args->volume && args->volume[0])
 		ret = drbd_open_volume(d, args->volume);
 	else if (d->rdonly)
@@ -366,8 +367,7 @@ static int drbd_times(struct backend *b, struct backend_times *t)
 static int drbd_create(const struct backend_create_args *a, GError **error)
 {
 	struct drbd_url u;
-	rados_t c = NULL;
-	rados_ioctx_t io = NULL;
+	struct drbd_conn *c = NULL;
 	int order = 0, r;
 
 	if (a->checksum)
@@ -382,16 +382,16 @@ static int drbd_create(const struct backend_create_args *a, GError **error)
 				      a->path, (unsigned long long)a->size);
 		goto out;
 	}
-	r = drbd_connect(&u, &c, &io, error);
+	r = drbd_conn_get(&u, &c, error);
 	if (r < 0)
 		goto out;
 	/* Default features: exclusive-lock (drbd_lock needs it), object-map
 	 * and fast-diff (cheap map and info) among them. */
-	r = rbd_create(io, u.image, a->size, &order);
+	r = rbd_create(drbd_conn_ioctx(c), u.image, a->size, &order);
 	if (r < 0)
 		backend_set_error(error, r, "%s: create: %s", a->path,
 				  g_strerror(-r));
-	drbd_disconnect(c, io);
+	drbd_conn_put(c);
 out:
 	drbd_url_clear(&u);
 	return r;
@@ -401,20 +401,19 @@ out:
 static int drbd_remove(const char *url, GError **error)
 {
 	struct drbd_url u;
-	rados_t c = NULL;
-	rados_ioctx_t io = NULL;
+	struct drbd_conn *c = NULL;
 	int r;
 
 	r = drbd_url_parse(url, true, &u, error);
 	if (r < 0)
 		return r;
-	r = drbd_connect(&u, &c, &io, error);
+	r = drbd_conn_get(&u, &c, error);
 	if (r == 0) {
-		r = rbd_remove(io, u.image);
+		r = rbd_remove(drbd_conn_ioctx(c), u.image);
 		if (r < 0)
 			backend_set_error(error, r, "%s: remove: %s", url,
 					  g_strerror(-r));
-		drbd_disconnect(c, io);
+		drbd_conn_put(c);
 	}
 	drbd_url_clear(&u);
 	return r;
@@ -440,8 +439,7 @@ static gint drbd_name_cmp(gconstpointer a, gconstpointer b)
 static int drbd_list(const char *dir_url, GPtrArray *names, GError **error)
 {
 	struct drbd_url u;
-	rados_t c = NULL;
-	rados_ioctx_t io = NULL;
+	struct drbd_conn *c = NULL;
 	rbd_image_spec_t *specs = NULL;
 	size_t max = 64, i;
 	GPtrArray *found;
@@ -450,12 +448,12 @@ static int drbd_list(const char *dir_url, GPtrArray *names, GError **error)
 	r = drbd_url_parse(dir_url, false, &u, error);
 	if (r < 0)
 		return r;
-	r = drbd_connect(&u, &c, &io, error);
+	r = drbd_conn_get(&u, &c, error);
 	if (r < 0)
 		goto out;
 	for (;;) {
 		specs = g_new0(rbd_image_spec_t, max);
-		r = rbd_list2(io, specs, &max);
+		r = rbd_list2(drbd_conn_ioctx(c), specs, &max);
 		if (r != -ERANGE)
 			break;
 		g_free(specs);
@@ -475,7 +473,7 @@ static int drbd_list(const char *dir_url, GPtrArray *names, GError **error)
 		r = 0;
 	}
 	g_free(specs);
-	drbd_disconnect(c, io);
+	drbd_conn_put(c);
 out:
 	drbd_url_clear(&u);
 	return r;

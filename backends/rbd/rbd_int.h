@@ -57,11 +57,28 @@ int drbd_connect(const struct drbd_url *u, rados_t *cluster,
 		 rados_ioctx_t *ioctx, GError **error);
 void drbd_disconnect(rados_t cluster, rados_ioctx_t ioctx);
 
+/* conn.c: the process's librados clients, shared by cluster, user, pool
+ * and namespace.  Not from librados's own threads (put may shut a client
+ * down). */
+struct drbd_conn;
+/* A client for u (an existing one, or connected now): 0, or -errno with
+ * the line in *error. */
+int drbd_conn_get(const struct drbd_url *u, struct drbd_conn **out,
+		  GError **error);
+void drbd_conn_put(struct drbd_conn *c);
+/* Its I/O context on u's pool and namespace. */
+rados_ioctx_t drbd_conn_ioctx(const struct drbd_conn *c);
+/* The cluster blocklisted c: later gets connect afresh.  True the first
+ * time (for one log line per client).  Any thread. */
+bool drbd_conn_fenced(struct drbd_conn *c);
+/* Clients in the table (not fenced), for tests. */
+unsigned int drbd_conn_count(void);
+
 struct drbd {
 	struct backend *b;
 	struct drbd_url url;
-	rados_t cluster;
-	rados_ioctx_t ioctx;
+	struct drbd_conn *conn;		/* shared with other images */
+	rados_ioctx_t ioctx;		/* conn's */
 	rbd_image_t image;
 	char *snap;			/* a snapshot volume's name */
 	char *clone;			/* a clone volume's image name */
