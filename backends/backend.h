@@ -54,6 +54,7 @@
 #include <glib.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -178,6 +179,11 @@ struct backend_create_args {
 					 * backend's create_align */
 	const char *checksum;		/* one of ops->checksums; NULL: the
 					 * backend's default */
+	/* Local files: the new file's mode before the umask (0: 0644),
+	 * and where to put its stat, so that a later open by name can
+	 * check that the name still leads to it (NULL: not wanted). */
+	mode_t mode;
+	struct stat *created;
 };
 
 /* The domain of the GErrors backends set; the code is a positive errno. */

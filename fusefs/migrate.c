@@ -55,6 +55,7 @@ struct dioloop_migration {
 	struct migrate_opts opts;
 	bool remove_source;
 	bool created;			/* we made dest: remove on failure */
+	struct stat made;		/* dest as created (local files) */
 
 	/* The engine while copying; cleared and freed under lock (the
 	 * write path reads it lock-free: it is freed only after a drain). */
@@ -194,7 +195,10 @@ static int job_fail(GError **error, int err, const char *fmt, ...)
 static int create_dest(struct dioloop_migration *job, uint64_t size,
 		       GError **error)
 {
-	struct backend_create_args a = { .path = job->dest, .size = size };
+	/* 0600 until the lock and the node's owner and mode are on it: no
+	 * other user opens it meanwhile. */
+	struct backend_create_args a = { .path = job->dest, .size = size,
+					 .mode = 0600, .created = &job->made };
 	g_autoptr(GError) created = NULL;
 	int ret;
 
@@ -231,7 +235,9 @@ static int dest_take_owner(struct dioloop_migration *job)
 }
 
 /* Lock the destination just created, as the node's image's: no other
- * name (a path inside the source, another daemon) may serve it.  0 or
+ * name (a path inside the source, another daemon) may serve it.  Its
+ * name must still lead to the file created: whoever may write its
+ * directory could have put another there (and kept it open).  0 or
  * -errno (*error). */
 static int lock_dest(struct dioloop_migration *job, GError **error)
 {
@@ -245,7 +251,8 @@ static int lock_dest(struct dioloop_migration *job, GError **error)
 	if (fd < 0 || fstat(fd, &st) < 0)
 		ret = -errno;
 	else
-		ret = S_ISREG(st.st_mode) ? 0 : -EINVAL;
+		ret = S_ISREG(st.st_mode) && st.st_dev == job->made.st_dev &&
+		      st.st_ino == job->made.st_ino ? 0 : -ESTALE;
 	if (ret < 0) {
 		if (fd >= 0)
 			close(fd);

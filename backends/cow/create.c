@@ -81,7 +81,8 @@ out:
 
 int cow_create(const struct backend_create_args *a, GError **error)
 {
-	struct cow_format_opts opts = { .size = a->size };
+	struct cow_format_opts opts = { .size = a->size, .mode = a->mode,
+					.created = a->created };
 	struct cow_err err = { "" };
 	int ret;
 

@@ -793,7 +793,8 @@ int cow_format(const char *path, const struct cow_format_opts *opts,
 		g_free(buf);
 		return ret;
 	}
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		  opts->mode ? opts->mode : 0644);
 	if (fd < 0) {
 		ret = -errno;
 		cow_bad(err, "create %s: %s", path, g_strerror(errno));
@@ -801,7 +802,8 @@ int cow_format(const char *path, const struct cow_format_opts *opts,
 		return ret;
 	}
 	ret = write_all(fd, buf, COW_FORMAT_BLOCKS * COW_BLOCK_SIZE, 0);
-	if (!ret && fsync(fd) < 0)
+	if (!ret && (fsync(fd) < 0 ||
+		     (opts->created && fstat(fd, opts->created) < 0)))
 		ret = -errno;
 	if (!ret)
 		ret = sync_parent_dir(path);

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 
 #define COW_BLOCK_SHIFT 12
@@ -296,6 +297,10 @@ bool cow_leaf_entry_used(enum cow_tree_kind kind, const uint8_t *page,
 struct cow_format_opts {
 	uint64_t size;			/* logical bytes, multiple of 4096 */
 	uint8_t csum_type;		/* 0: crc32c */
+	/* cow_format: the new file's mode before the umask (0: 0644), and
+	 * where to put its stat (NULL: not wanted). */
+	mode_t mode;
+	struct stat *created;
 };
 
 /* The blocks a new image is made of: both superblocks, the volume

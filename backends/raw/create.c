@@ -27,11 +27,12 @@ int raw_create(const struct backend_create_args *a, GError **error)
 					 g_strerror(EFBIG));
 	/* O_EXCL never follows a symlink; O_NOFOLLOW says so. */
 	fd = open(a->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		  0644);
+		  a->mode ? a->mode : 0644);
 	if (fd < 0)
 		return backend_set_error(error, -errno, "%s: %s", a->path,
 					 g_strerror(errno));
-	if (ftruncate(fd, (off_t)a->size) < 0 || fsync(fd) < 0)
+	if (ftruncate(fd, (off_t)a->size) < 0 || fsync(fd) < 0 ||
+	    (a->created && fstat(fd, a->created) < 0))
 		ret = -errno;
 	close(fd);
 	if (ret < 0) {

@@ -204,6 +204,35 @@ static bool prepare_url_dst(const char *dst,
 }
 
 /* Make way for DST: false after a message (*status: exit status). */
+/*
+ * Open DST just created.  A local file by a descriptor that is still the
+ * file created (made): whoever may write its directory could have put
+ * a symlink or another file under the name meanwhile.  0 or -errno.
+ */
+static int open_dst(const char *dst, const char *type,
+		    const struct stat *made, struct backend **b)
+{
+	struct backend_file file = { .dirfd = -1 };
+	struct backend_open_args args = { .path = dst };
+	struct stat st;
+	int ret;
+
+	if (backend_is_url(dst))
+		return backend_open(backend_probe(dst), &args, b);
+	file.fd = open(dst, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (file.fd < 0)
+		return -errno;
+	if (fstat(file.fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_dev != made->st_dev || st.st_ino != made->st_ino) {
+		close(file.fd);
+		return -ESTALE;
+	}
+	args.file = &file;
+	ret = backend_open(type, &args, b);
+	close(file.fd);
+	return ret;
+}
+
 static bool prepare_dst(const char *dst, const struct dioloop_image_ref *src,
 			bool force, int *lock_fd, int *status)
 {
@@ -278,6 +307,7 @@ int dioloop_cmd_convert(int argc, char **argv)
 	const char *src_type, *dst_type, *what = "";
 	int src_lock = -1, dst_lock = -1, ret, status = DIOLOOP_EXIT_FAIL;
 	struct backend_create_args create = { 0 };
+	struct stat made, src_st;
 	bool created = false;
 	uint32_t align;
 	int64_t size;
@@ -343,6 +373,11 @@ int dioloop_cmd_convert(int argc, char **argv)
 	status = DIOLOOP_EXIT_FAIL;
 	/* A format with blocks (not raw, which keeps any size) rounds up. */
 	align = dioloop_create_align(dst_type);
+	/* A copy is no more open than its source: a local source's
+	 * permission bits (as cp gives them), 0600 for a remote one. */
+	create.mode = src_lock >= 0 && fstat(src_lock, &src_st) == 0 ?
+			      (src_st.st_mode & 0666) | 0600 : 0600;
+	create.created = &made;
 	create.path = argv[2];
 	create.size = c.size;
 	create.checksum = csum;
@@ -360,12 +395,12 @@ int dioloop_cmd_convert(int argc, char **argv)
 		goto out;
 	}
 	created = true;
-	{
-		struct backend_open_args args = { .path = argv[2] };
-
-		ret = backend_open(backend_is_url(argv[2]) ?
-				   backend_probe(argv[2]) : dst_type, &args,
-				   &c.dst);
+	ret = open_dst(argv[2], dst_type, &made, &c.dst);
+	if (ret == -ESTALE) {
+		dioloop_err("convert: %s changed after it was created (another user may write its directory): not written",
+			    argv[2]);
+		created = false;	/* not ours to remove any more */
+		goto out;
 	}
 	if (ret < 0) {
 		dioloop_err("convert: %s: %s", argv[2], g_strerror(-ret));

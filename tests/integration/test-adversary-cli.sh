@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The trust boundary of what root runs on paths an unprivileged user
+# (nobody) can write (see test-adversary.sh for what the user plants in
+# SOURCE against the daemon):
+#  - a migration into the user's directory: the user, swapping the new
+#    file for one of their own (kept open) as soon as it appears, gets
+#    none of the image's bytes, and the node is not served from the
+#    user's file;
+#  - convert into the user's directory: a symlink to a root-only file put
+#    in place of the new file as soon as it appears is not written
+#    through;
+#  - convert's copy is no more open than its source (0600 stays 0600).
+# The user's swaps are driven by inotify (dioloop-race-swap, race-swap.c),
+# fast enough to land inside the window between the create and the next
+# open by name.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+it_begin "trust boundary: root's commands on paths a user can write" setpriv
+
+USER_ID=$(id -u nobody 2>/dev/null) || it_skip "no user 'nobody'"
+GROUP_ID=$(id -g nobody)
+AS_USER=(setpriv --reuid="$USER_ID" --regid="$GROUP_ID" --clear-groups --)
+RACE_SECONDS=${DIOLOOP_ADVERSARY_RACE_SECONDS:-5}
+
+chmod 0711 "$IT_TMP"
+U=$IT_TMP/user			# the user's tools
+UDIR=$IT_TMP/udir		# a directory the user owns
+SRC=$IT_TMP/src			# root's SOURCE
+MNT=$IT_TMP/mnt
+HOST=$IT_TMP/host		# root's files
+mkdir -p "$U" "$UDIR" "$SRC" "$HOST"
+chmod 0755 "$HOST" "$SRC"
+RACE_SWAP=${DIOLOOP_RACE_SWAP:-$(dirname "$DIOLOOP_BIN")/tests/integration/dioloop-race-swap}
+[[ -x $RACE_SWAP ]] || it_die "no dioloop-race-swap at $RACE_SWAP: build it, or set DIOLOOP_RACE_SWAP"
+install -m 0755 "$RACE_SWAP" "$U/race-swap"
+chown -R "$USER_ID:$GROUP_ID" "$U" "$UDIR"
+
+# A racer of the user's in the background: its output in $IT_TMP/race.out.
+# Returns once its watch is in place.
+start_racer() {
+	rm -f "$IT_TMP/race.out" "$U/ready"
+	start_helper bash -c '"$@" >"'"$IT_TMP"'/race.out" 2>&1' racer \
+		"${AS_USER[@]}" "$U/race-swap" "$@" "$U/ready"
+	RACER=$HELPER_PID
+	for ((i = 0; i < 100; i++)); do
+		[[ -e $U/ready ]] && return 0
+		sleep 0.05
+	done
+	it_die "the user's racer did not start"
+}
+# racer_wait: the racer's end (not in $(...), whose subshell has no
+# children to wait for); its output is then in $IT_TMP/race.out.
+racer_wait() {
+	wait "$RACER" 2>/dev/null
+	forget_pid "$RACER"
+}
+
+# Root's image: 4 MiB, a marker at the start, mode 0600.
+{
+	printf 'ROOT-IMAGE-SECRET\n'
+	head -c $((4 * 1024 * 1024)) /dev/urandom
+} | head -c $((4 * 1024 * 1024)) >"$SRC/root.img"
+chmod 0600 "$SRC/root.img"
+ROOT_SUM=$(sha "$SRC/root.img")
+# Root's file outside: as large as the image, so that a write through a
+# symlink to it would land.
+{
+	printf 'ROOT-VICTIM\n'
+	head -c $((4 * 1024 * 1024)) /dev/zero
+} | head -c $((4 * 1024 * 1024)) >"$HOST/victim"
+chmod 0600 "$HOST/victim"
+VICTIM_SUM=$(sha256sum <"$HOST/victim")
+
+it_log "---- a migration into the user's directory"
+MIG_TRIES=20
+for ((try = 1; try <= MIG_TRIES; try++)); do
+	cp -p "$SRC/root.img" "$SRC/root$try.img"
+done
+start_daemon "$SRC" "$MNT"
+PID=$DAEMON_PID
+# Tries until the swap lands before the destination is locked (the
+# migration then refuses), checking each time that the user got nothing:
+# a swap after the switch leaves the name leading to the user's file,
+# which the daemon then does not serve, and the image in the file renamed
+# aside, root's and 0600.
+for ((try = 1; try <= MIG_TRIES; try++)); do
+	start_racer file "$UDIR" "dest$try.img" ROOT-IMAGE-SECRET 1
+	"$DIOLOOP_BIN" migrate "$MNT/root$try.img" "$UDIR/dest$try.img" >"$IT_TMP/mig.out" 2>&1
+	racer_wait
+	race=$(cat "$IT_TMP/race.out")
+	it_log "migrate, try $try: $race: $(paste -sd' ' "$IT_TMP/mig.out")"
+	[[ $race == "ok swapped" ]] || break
+	grep -q "changed after it was created" "$IT_TMP/mig.out" && break
+	if [[ -e $MNT/root$try.img ]]; then
+		[[ $(sha "$MNT/root$try.img") == "$ROOT_SUM" ]] || break
+	else
+		[[ $(stat -c '%u %a' "$UDIR/dest$try.img.aside") == "0 600" ]] || break
+	fi
+done
+expect_eq "the user's swapped-in file got none of the image" "ok swapped" "$race"
+if ((try > MIG_TRIES)); then
+	it_log "the swap never landed before the lock in $MIG_TRIES tries: the refusal not seen"
+else
+	expect_match "the migration refuses the swapped destination" \
+		'.*dest[0-9]+[.]img changed after it was created.*the node stays on its source.*' \
+		"$(paste -sd' ' "$IT_TMP/mig.out")"
+	expect_eq "the node still serves the image" "$ROOT_SUM" "$(sha "$MNT/root$try.img")"
+fi
+dioloop_umount "$MNT"
+daemon_wait "$PID"
+
+it_log "---- convert into the user's directory"
+# The window is about a millisecond: tries until the swap lands in it
+# (convert then refuses), checking root's file after each.
+for ((try = 1; try <= 20; try++)); do
+	rm -f "$UDIR"/copy.raw*
+	start_racer symlink "$UDIR" copy.raw "$HOST/victim" "$RACE_SECONDS"
+	rc=0
+	"$DIOLOOP_BIN" convert "$SRC/root.img" "$UDIR/copy.raw" >"$IT_TMP/conv.out" 2>&1 || rc=$?
+	racer_wait
+	[[ $(sha256sum <"$HOST/victim") == "$VICTIM_SUM" ]] || break
+	((rc == 0)) || break
+done
+it_log "convert, try $try: exit $rc: $(paste -sd' ' "$IT_TMP/conv.out")"
+expect_eq "root's file the symlink names is unchanged" "$VICTIM_SUM" \
+	"$(sha256sum <"$HOST/victim")"
+if ((try > 20)); then
+	it_log "the swap never landed inside the window in 20 tries: convert's refusal not seen"
+else
+	expect_match "convert refuses, in one line, to write through the swapped name" \
+		'.*convert: .*copy.raw changed after it was created .*: not written' \
+		"$(cat "$IT_TMP/conv.out")"
+	expect_eq "... exit status 1" 1 "$rc"
+	expect_eq "... and leaves the user's symlink alone" "$HOST/victim" \
+		"$(readlink "$UDIR/copy.raw")"
+fi
+
+it_log "---- convert's copy keeps its source's permissions"
+must "dioloop convert root.img (0600)" "$DIOLOOP_BIN" convert "$SRC/root.img" "$HOST/copy.raw"
+expect_eq "the copy of a 0600 image is 0600" 600 "$(stat -c %a "$HOST/copy.raw")"
+expect_eq "... and holds the image" "$ROOT_SUM" "$(sha "$HOST/copy.raw")"
+
+it_end
