@@ -359,6 +359,44 @@ static char *absolute_path(const char *p)
 	return g_build_filename(real_dir, base, NULL);
 }
 
+/*
+ * Another user's symlink is not followed to a file of someone else's:
+ * the kernel's rule for sticky directories (fs.protected_symlinks), for
+ * every symlink on path, wherever it lives.  A user who can write a
+ * shared SOURCE must not make a command of root's (convert, snapshot,
+ * check) reach a file of root's outside it.  0, or -EPERM with *error.
+ */
+static int symlinks_trusted(const char *path, GError **error)
+{
+	g_autofree char *prefix = g_strdup(path);
+	size_t i, n = strlen(prefix);
+
+	for (i = 1; i <= n; i++) {
+		struct stat link, target;
+		char c = prefix[i];
+
+		if (c != '/' && c != '\0')
+			continue;
+		prefix[i] = '\0';
+		if (lstat(prefix, &link) < 0) {
+			prefix[i] = c;
+			return 0;	/* the rest does not exist */
+		}
+		if (S_ISLNK(link.st_mode) && link.st_uid != geteuid() &&
+		    stat(prefix, &target) == 0 &&
+		    link.st_uid != target.st_uid) {
+			g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_PERM,
+				    "%s%s%s is a symlink of user %u to a file of user %u: not followed (another user's link)",
+				    c ? path : "", c ? ": " : "", prefix,
+				    (unsigned int)link.st_uid,
+				    (unsigned int)target.st_uid);
+			return -EPERM;
+		}
+		prefix[i] = c;
+	}
+	return 0;
+}
+
 int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 			      GError **error)
 {
@@ -399,6 +437,8 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 					      ref->volume ? ref->volume : "");
 		return 0;
 	}
+	if ((err = symlinks_trusted(arg, error)) < 0)
+		return err;
 	real = absolute_path(arg);
 	if (!real && errno == ENOENT && has_redirect(arg)) {
 		/* An image migrated away and removed: its redirect stays. */
@@ -418,6 +458,8 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 	err = errno;
 	if (at && at[1]) {
 		left = g_strndup(arg, at - arg);
+		if (symlinks_trusted(left, error) < 0)
+			return -EPERM;
 		left_real = absolute_path(left);
 	}
 	if (!left_real) {

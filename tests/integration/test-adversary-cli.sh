@@ -11,7 +11,10 @@
 #  - convert into the user's directory: a symlink to a root-only file put
 #    in place of the new file as soon as it appears is not written
 #    through;
-#  - convert's copy is no more open than its source (0600 stays 0600).
+#  - convert's copy is no more open than its source (0600 stays 0600);
+#  - root's commands do not follow the user's symlink to root's file
+#    (convert, snapshot, info), and still follow root's own symlinks and
+#    the user's to the user's own files.
 # The user's swaps are driven by inotify (dioloop-race-swap, race-swap.c),
 # fast enough to land inside the window between the create and the next
 # open by name.
@@ -141,5 +144,29 @@ it_log "---- convert's copy keeps its source's permissions"
 must "dioloop convert root.img (0600)" "$DIOLOOP_BIN" convert "$SRC/root.img" "$HOST/copy.raw"
 expect_eq "the copy of a 0600 image is 0600" 600 "$(stat -c %a "$HOST/copy.raw")"
 expect_eq "... and holds the image" "$ROOT_SUM" "$(sha "$HOST/copy.raw")"
+
+it_log "---- the user's symlinks to root's files"
+must "dioloop create --format cow root.cow (root's)" "$DIOLOOP_BIN" create --format cow --size 4M "$HOST/root.cow"
+chmod 0600 "$HOST/root.cow"
+COW_SUM=$(sha256sum <"$HOST/root.cow")
+"${AS_USER[@]}" ln -s "$HOST/victim" "$UDIR/evil.img"
+"${AS_USER[@]}" ln -s "$HOST/root.cow" "$UDIR/evil.cow"
+expect_one_line_error "convert of the user's symlink to root's file" 2 \
+	"$DIOLOOP_BIN" convert "$UDIR/evil.img" "$HOST/evil.raw"
+expect_match "... says why" '.*evil.img is a symlink of user [0-9]+ to a file of user 0: not followed.*' \
+	"$(cat "$IT_TMP/err.err")"
+expect_eq "... and writes nothing" "" "$(find "$HOST" -name 'evil*')"
+expect_one_line_error "snapshot through the user's symlink to root's cow image" 2 \
+	"$DIOLOOP_BIN" snapshot "$UDIR/evil.cow" snap1
+expect_one_line_error "info of IMAGE@VOLUME through it" 2 \
+	"$DIOLOOP_BIN" info "$UDIR/evil.cow@snap1"
+expect_eq "root's cow image is unchanged" "$COW_SUM" "$(sha256sum <"$HOST/root.cow")"
+expect_eq "... and root's file" "$VICTIM_SUM" "$(sha256sum <"$HOST/victim")"
+ln -s "$HOST/root.cow" "$HOST/link.cow"
+expect_ok "root's own symlink is followed" "$DIOLOOP_BIN" info "$HOST/link.cow"
+must "dioloop create mine.img (the user's)" "${AS_USER[@]}" "$DIOLOOP_BIN" create --size 1M "$UDIR/mine.img"
+"${AS_USER[@]}" ln -s "$UDIR/mine.img" "$UDIR/link.img"
+expect_ok "the user's symlink to the user's own image is followed" \
+	"$DIOLOOP_BIN" convert "$UDIR/link.img" "$HOST/mine.raw"
 
 it_end
