@@ -16,6 +16,14 @@
  * loop devices exclusively (a file system on one: refuse), flush the
  * nodes, then detach and unmount.
  *
+ * Every step after the check goes through descriptors taken then, never
+ * the path again: the directory holding the mount point, and the mount's
+ * root opened without following a symlink and checked to be on the
+ * mount's device.  Whoever may rename a directory on the path (a user's
+ * home above a mount point) cannot make the flush open, nor the unmount
+ * remove, anything else: root unmounts the name inside the held
+ * directory, which cannot be renamed away while it is a mount point.
+ *
  * Then wait for the daemon to exit: it closes its images and lets go of
  * their locks after the unmount, and a user who runs `dioloop check` or
  * mounts the images again right after `dioloop umount` must find them
@@ -23,12 +31,14 @@
  * pidfd taken while the mount still answers, so a recycled PID is never
  * waited for.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-glib/json-glib.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -138,6 +148,32 @@ static bool connection_lives(dev_t dev)
 	return false;
 }
 
+/* The mount's statistics snapshot, read through its root mfd (g_free),
+ * or NULL with *err. */
+static char *read_stats_at(int mfd, int *err)
+{
+	GString *s = g_string_new(NULL);
+	char buf[4096];
+	ssize_t n;
+	int fd = openat(mfd, DIOLOOP_CTL_DIR "/stats.json",
+			O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0) {
+		*err = errno;
+		g_string_free(s, TRUE);
+		return NULL;
+	}
+	while ((n = read(fd, buf, sizeof(buf))) > 0 && s->len < (1u << 24))
+		g_string_append_len(s, buf, n);
+	*err = n < 0 ? errno : 0;
+	close(fd);
+	if (n < 0) {
+		g_string_free(s, TRUE);
+		return NULL;
+	}
+	return g_string_free(s, FALSE);
+}
+
 /*
  * Check that real is a dioloop mount: the topmost mount there is
  * fuse.dioloop, it is what path resolves to (same device), and its
@@ -146,14 +182,14 @@ static bool connection_lives(dev_t dev)
  * serving it, or -1); true, or false after a one-line message.  Changes
  * nothing.
  */
-static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
-			     bool *remote, int *pidfd)
+static bool is_dioloop_mount(const char *arg, const char *real, int mfd,
+			     dev_t *dev, bool *remote, int *pidfd)
 {
-	g_autofree char *fstype = NULL, *source = NULL, *stats = NULL;
+	g_autofree char *fstype = NULL, *source = NULL;
 	g_autofree char *text = NULL;
-	GError *err = NULL;
 	long long owner = -1;
 	struct stat st;
+	int err = 0;
 
 	if (mountinfo_find(real, &fstype, &source, dev, &owner) < 0) {
 		dioloop_err("umount: %s is not a mount point: refusing to "
@@ -165,10 +201,10 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 			    "refusing to touch it", arg, fstype);
 		return false;
 	}
-	if (stat(real, &st) < 0) {
+	if (mfd < 0 || fstat(mfd, &st) < 0) {
 		dioloop_err("umount: %s: the dioloop mount there does not "
 			    "answer (%s): refusing to touch it", arg,
-			    g_strerror(errno));
+			    g_strerror(mfd < 0 ? -mfd : errno));
 		return false;
 	}
 	if (st.st_dev != *dev) {
@@ -178,12 +214,11 @@ static bool is_dioloop_mount(const char *arg, const char *real, dev_t *dev,
 	}
 	/* stats.json, not ctl: a read-only mount cannot open ctl for
 	 * writing, and reading the snapshot asks the daemon. */
-	stats = g_build_filename(real, DIOLOOP_CTL_DIR, "stats.json", NULL);
-	if (!g_file_get_contents(stats, &text, NULL, &err) || text[0] != '{') {
+	text = read_stats_at(mfd, &err);
+	if (!text || text[0] != '{') {
 		dioloop_err("umount: %s: its control file does not answer "
 			    "(%s): not a dioloop mount, refusing to touch it",
-			    arg, err ? err->message : "no statistics");
-		g_clear_error(&err);
+			    arg, err ? g_strerror(err) : "no statistics");
 		return false;
 	}
 	*remote = g_str_has_prefix(source, DIOLOOP_FSNAME_PREFIX) &&
@@ -305,15 +340,24 @@ static bool claim_our_loops(const char *real, dev_t dev, GArray *claims)
  * flush fails, its server gone or refusing this client, counts in *lost
  * instead: the unmount goes on, as retrying would not help.
  */
-static int flush_nodes(const char *real, bool remote, int *lost)
+static int flush_nodes(const char *real, int mfd, bool remote, int *lost)
 {
-	const char *name;
-	GDir *dir = g_dir_open(real, 0, NULL);
+	int dfd = openat(mfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
 	int failed = 0;
 
-	while (dir && (name = g_dir_read_name(dir))) {
-		g_autofree char *path = g_build_filename(real, name, NULL);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (!dir && dfd >= 0)
+		close(dfd);
+	while (dir && (de = readdir(dir))) {
+		const char *name = de->d_name;
+		g_autofree char *path = NULL;
+		int fd;
+
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			continue;
+		path = g_build_filename(real, name, NULL);
+		fd = openat(mfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 
 		if (fd < 0) {
 			if (errno != EBUSY && errno != ENOENT)
@@ -341,7 +385,7 @@ static int flush_nodes(const char *real, bool remote, int *lost)
 		close(fd);
 	}
 	if (dir)
-		g_dir_close(dir);
+		closedir(dir);
 	return failed;
 }
 
@@ -368,6 +412,44 @@ static int detach_claimed(GArray *claims)
 	return failed;
 }
 
+static bool fusermount_unmount(const char *real);
+
+/*
+ * Unmount the mount named base in the directory pfd holds, if it is
+ * still the mount on dev: true, or false after a message.  Root does it
+ * itself, in that directory and without following a symlink; others ask
+ * fusermount3, which unmounts only a mount of theirs.
+ */
+static bool unmount_at(const char *real, int pfd, const char *base, dev_t dev)
+{
+	struct stat st;
+	int cwd, ret = 0, err = 0;
+
+	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    st.st_dev != dev) {
+		dioloop_err("umount: %s is no longer the dioloop mount: not "
+			    "unmounted", real);
+		return false;
+	}
+	if (geteuid() != 0)
+		return fusermount_unmount(real);
+	cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fchdir(pfd) < 0 || umount2(base, UMOUNT_NOFOLLOW) < 0) {
+		err = errno;
+		ret = -1;
+	}
+	if (cwd >= 0) {
+		if (fchdir(cwd) < 0)
+			err = err ? err : errno;
+		close(cwd);
+	}
+	if (ret < 0) {
+		dioloop_err("umount: %s: %s", real, g_strerror(err));
+		return false;
+	}
+	return true;
+}
+
 /* fusermount3 -u real: true, or false after a message. */
 static bool fusermount_unmount(const char *real)
 {
@@ -388,10 +470,10 @@ static bool fusermount_unmount(const char *real)
 	return true;
 }
 
-/* Claim, flush, detach, unmount: an exit status; *unmounted tells
- * whether the unmount itself was done. */
-static int umount_mount(const char *real, dev_t dev, bool remote,
-			bool *unmounted)
+/* Claim, flush, detach, unmount (closing mfd, the mount's root): an exit
+ * status; *unmounted tells whether the unmount itself was done. */
+static int umount_mount(const char *real, int pfd, const char *base, int mfd,
+			dev_t dev, bool remote, bool *unmounted)
 {
 	int lost = 0;
 	GArray *claims;
@@ -399,12 +481,16 @@ static int umount_mount(const char *real, dev_t dev, bool remote,
 
 	claims = g_array_new(FALSE, TRUE, sizeof(struct dioloop_loop_claim));
 	if (!claim_our_loops(real, dev, claims)) {
+		close(mfd);
 		claims_free(claims);
 		return DIOLOOP_EXIT_FAIL;
 	}
 	/* Make every node durable before the daemon goes away; a failure
-	 * leaves the loop devices attached, as they were. */
-	if (flush_nodes(real, remote, &lost)) {
+	 * leaves the loop devices attached, as they were.  Then let go of
+	 * the mount's root, which would keep it busy. */
+	ret = flush_nodes(real, mfd, remote, &lost);
+	close(mfd);
+	if (ret) {
 		claims_free(claims);
 		return DIOLOOP_EXIT_FAIL;
 	}
@@ -412,7 +498,7 @@ static int umount_mount(const char *real, dev_t dev, bool remote,
 	claims_free(claims);
 	if (ret)
 		return DIOLOOP_EXIT_FAIL;
-	if (!fusermount_unmount(real))
+	if (!unmount_at(real, pfd, base, dev))
 		return DIOLOOP_EXIT_FAIL;
 	*unmounted = true;
 	return lost ? DIOLOOP_EXIT_FAIL : DIOLOOP_EXIT_OK;
@@ -421,9 +507,9 @@ static int umount_mount(const char *real, dev_t dev, bool remote,
 int dioloop_cmd_umount(int argc, char **argv)
 {
 	GOptionEntry entries[] = { { NULL } };
-	g_autofree char *real = NULL;
+	g_autofree char *real = NULL, *parent = NULL, *base = NULL;
 	bool remote = false, unmounted = false;
-	int ret, pidfd = -1;
+	int ret, pidfd = -1, pfd, mfd;
 	dev_t dev = 0;
 
 	if (!dioloop_parse_args("umount", "MOUNTPOINT",
@@ -441,9 +527,25 @@ int dioloop_cmd_umount(int argc, char **argv)
 		dioloop_err("umount: %s: %s", argv[1], g_strerror(errno));
 		return DIOLOOP_EXIT_USAGE;
 	}
-	if (!is_dioloop_mount(argv[1], real, &dev, &remote, &pidfd))
+	/* From here on, the directory that holds the mount point and the
+	 * mount's root: not the path, whose directories may be renamed. */
+	parent = g_path_get_dirname(real);
+	base = g_path_get_basename(real);
+	pfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	mfd = pfd < 0 || !strcmp(real, "/") ? -EINVAL :
+	      openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+				O_CLOEXEC);
+	if (mfd == -1)
+		mfd = -errno;
+	if (!is_dioloop_mount(argv[1], real, mfd, &dev, &remote, &pidfd)) {
+		if (mfd >= 0)
+			close(mfd);
+		if (pfd >= 0)
+			close(pfd);
 		return DIOLOOP_EXIT_USAGE;
-	ret = umount_mount(real, dev, remote, &unmounted);
+	}
+	ret = umount_mount(real, pfd, base, mfd, dev, remote, &unmounted);
+	close(pfd);
 	if (unmounted && !wait_daemon_exit(argv[1], pidfd, dev))
 		ret = DIOLOOP_EXIT_FAIL;
 	if (pidfd >= 0)

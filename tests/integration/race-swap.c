@@ -15,6 +15,11 @@
  *       Once NAME is created in DIR, swap it with a symlink to TARGET,
  *       NAME.aside: "swapped" (or "no-event").
  *
+ *   dioloop-race-swap dir WATCH DIRPATH TARGET SECONDS READY
+ *       Once the directory WATCH (a mount's root) or something in it is
+ *       opened, swap the directory DIRPATH with a symlink to
+ *       TARGET, DIRPATH.aside: "swapped" (or "no-event").
+ *
  * The swap is one rename (RENAME_EXCHANGE): NAME never goes missing, so
  * only a check of which file it leads to tells.  READY is created once
  * the watch is in place.
@@ -22,6 +27,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,15 +44,16 @@ static double now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* Wait until name is created in dir, up to end: true when it was. */
-static bool wait_created(const char *dir, const char *name, double end,
-			 const char *ready)
+/* Wait until an event of mask on name in dir (NULL: on anything in it),
+ * up to end: true when it came. */
+static bool wait_event(const char *dir, uint32_t mask, const char *name,
+		       double end, const char *ready)
 {
 	char buf[sizeof(struct inotify_event) + NAME_MAX + 1]
 		__attribute__((aligned(__alignof__(struct inotify_event))));
 	int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK), rfd;
 
-	if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE) < 0) {
+	if (fd < 0 || inotify_add_watch(fd, dir, mask) < 0) {
 		perror("inotify");
 		exit(2);
 	}
@@ -65,7 +72,8 @@ static bool wait_created(const char *dir, const char *name, double end,
 		for (at = buf; n > 0 && at < buf + n;) {
 			const struct inotify_event *ev = (const void *)at;
 
-			if (ev->len && !strcmp(ev->name, name)) {
+			if ((ev->mask & mask) &&
+			    (!name || (ev->len && !strcmp(ev->name, name)))) {
 				close(fd);
 				return true;
 			}
@@ -97,12 +105,32 @@ int main(int argc, char **argv)
 	double end;
 	int mine;
 
-	if (argc != 7 || (strcmp(argv[1], "file") && strcmp(argv[1], "symlink"))) {
-		fprintf(stderr, "usage: %s file|symlink DIR NAME MARKER|TARGET SECONDS READY\n",
+	if (argc != 7 || (strcmp(argv[1], "file") && strcmp(argv[1], "symlink") &&
+			  strcmp(argv[1], "dir"))) {
+		fprintf(stderr, "usage: %s file|symlink|dir DIR NAME MARKER|TARGET SECONDS READY\n",
 			argv[0]);
 		return 2;
 	}
 	end = now() + atof(argv[5]);
+	if (!strcmp(argv[1], "dir")) {
+		snprintf(aside, sizeof(aside), "%s.aside", argv[3]);
+		if (symlink(argv[4], aside) < 0) {
+			perror("symlink");
+			return 1;
+		}
+		if (!wait_event(argv[2], IN_OPEN, NULL, end,
+				argv[6])) {
+			puts("no-event");
+			return 0;
+		}
+		if (renameat2(AT_FDCWD, argv[3], AT_FDCWD, aside,
+			      RENAME_EXCHANGE) < 0) {
+			perror("renameat2");
+			return 1;
+		}
+		puts("swapped");
+		return 0;
+	}
 	snprintf(path, sizeof(path), "%s/%s", argv[2], argv[3]);
 	snprintf(aside, sizeof(aside), "%s.aside", path);
 	if (!strcmp(argv[1], "symlink")) {
@@ -118,7 +146,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (!wait_created(argv[2], argv[3], end, argv[6])) {
+	if (!wait_event(argv[2], IN_CREATE, argv[3], end, argv[6])) {
 		puts(mine < 0 ? "no-event" : "ok no-event");
 		return 0;
 	}

@@ -14,7 +14,10 @@
 #  - convert's copy is no more open than its source (0600 stays 0600);
 #  - root's commands do not follow the user's symlink to root's file
 #    (convert, snapshot, info), and still follow root's own symlinks and
-#    the user's to the user's own files.
+#    the user's to the user's own files;
+#  - dioloop umount of a mount point under the user's directory, which
+#    the user swaps for a symlink to another mount mid-way, flushes and
+#    unmounts the dioloop mount, not the other one.
 # The user's swaps are driven by inotify (dioloop-race-swap, race-swap.c),
 # fast enough to land inside the window between the create and the next
 # open by name.
@@ -168,5 +171,47 @@ must "dioloop create mine.img (the user's)" "${AS_USER[@]}" "$DIOLOOP_BIN" creat
 "${AS_USER[@]}" ln -s "$UDIR/mine.img" "$UDIR/link.img"
 expect_ok "the user's symlink to the user's own image is followed" \
 	"$DIOLOOP_BIN" convert "$UDIR/link.img" "$HOST/mine.raw"
+
+it_log "---- umount while the user swaps a directory above the mount point"
+UHOME=$IT_TMP/uhome
+mkdir -p "$UHOME/d/m" "$IT_TMP/victim/m"
+chown -R "$USER_ID:$GROUP_ID" "$UHOME"
+chmod 0755 "$UHOME" "$UHOME/d"
+mount_inner tmpfs "$IT_TMP/victim/m" -t tmpfs -o size=8M
+printf 'ROOT-TMPFS\n' >"$IT_TMP/victim/m/root.img"
+chmod 0600 "$IT_TMP/victim/m/root.img"
+# The swap lands at the umount's first look inside the mount, or later:
+# ten tries, each checking the other mount.
+for ((try = 1; try <= 10; try++)); do
+	rm -f "$UHOME/d.aside"
+	start_daemon "$SRC" "$UHOME/d/m" -o allow_other
+	PID=$DAEMON_PID
+	start_racer dir "$UHOME/d/m" "$UHOME/d" "$IT_TMP/victim" "$RACE_SECONDS"
+	rc=0
+	"$DIOLOOP_BIN" umount "$UHOME/d/m" >"$IT_TMP/umount.out" 2>&1 || rc=$?
+	racer_wait
+	it_log "umount, try $try: exit $rc: $(paste -sd' ' "$IT_TMP/umount.out"); the user: $(cat "$IT_TMP/race.out")"
+	forget_mount "$UHOME/d/m"
+	dmnt=$UHOME/d/m
+	[[ -L $UHOME/d ]] && dmnt=$UHOME/d.aside/m
+	gone=yes
+	if grep -qF " $dmnt fuse.dioloop " /proc/self/mounts; then
+		gone=no
+		fusermount3 -u -z "$dmnt"
+	fi
+	daemon_wait "$PID"
+	# The user puts the directory back for the next try.
+	if [[ -L $UHOME/d ]]; then
+		rm "$UHOME/d"
+		mv "$UHOME/d.aside" "$UHOME/d"
+	fi
+	mountpoint -q "$IT_TMP/victim/m" && [[ $gone == yes ]] || break
+done
+expect_eq "the other mount is still mounted" yes \
+	"$(mountpoint -q "$IT_TMP/victim/m" && echo yes || echo no)"
+expect_eq "... its file unchanged" "ROOT-TMPFS" "$(cat "$IT_TMP/victim/m/root.img" 2>&1)"
+expect_eq "the dioloop mount is gone" yes "$gone"
+mountpoint -q "$IT_TMP/victim/m" || mount -t tmpfs tmpfs "$IT_TMP/victim/m"
+umount_inner "$IT_TMP/victim/m"
 
 it_end
