@@ -38,10 +38,13 @@
 
 #include "backends/backend.h"
 
-/* Dirty-tracking and copy granularity. */
+/* Dirty-tracking granularity (and the copy's unit): doubled for images
+ * of more than MIGRATE_MAX_CHUNKS of it, so that the bookkeeping (a bit
+ * and two bytes a chunk) stays under about 34 MiB whatever the size. */
 #define MIGRATE_CHUNK ((uint64_t)1 << 20)
-/* Dirty bytes left at which the copy stops and the owner quiesces. */
-#define MIGRATE_CONVERGED (8 * MIGRATE_CHUNK)
+#define MIGRATE_MAX_CHUNKS ((uint64_t)1 << 24)
+/* Dirty chunks left at which the copy stops and the owner quiesces. */
+#define MIGRATE_CONVERGED_CHUNKS 8
 
 struct migrate_opts {
 	uint64_t bps;			/* copy rate limit in bytes/s; 0: none */

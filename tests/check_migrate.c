@@ -120,6 +120,43 @@ START_TEST(test_migrate_smaller_destination_refused)
 }
 END_TEST
 
+/* An image of the largest size create accepts (1 EiB of cow): the
+ * bookkeeping is bounded (one bit a MiB would be 128 GiB, which aborted
+ * the daemon), and the copy of what is all holes ends. */
+START_TEST(test_migrate_huge_image)
+{
+	g_autofree char *dir = test_tmpdir();
+	g_autofree char *sp = g_build_filename(dir, "src.cow", NULL);
+	g_autofree char *dp = g_build_filename(dir, "dst.cow", NULL);
+	struct backend_create_args cs = { .path = sp, .size = UINT64_C(1) << 60 };
+	struct backend_create_args cd = { .path = dp, .size = UINT64_C(1) << 60 };
+	struct backend_open_args os = { .path = sp }, od = { .path = dp };
+	struct backend *src = NULL, *dst = NULL;
+	struct migration *m = NULL;
+	char block[BLK];
+
+	ck_assert_int_eq(backend_create("cow", &cs, NULL), 0);
+	ck_assert_int_eq(backend_create("cow", &cd, NULL), 0);
+	ck_assert_int_eq(backend_open("cow", &os, &src), 0);
+	ck_assert_int_eq(backend_open("cow", &od, &dst), 0);
+	memset(block, 0x5a, sizeof(block));
+	ck_assert_int_eq(backend_pwrite(src, block, BLK, (UINT64_C(1) << 59) + BLK),
+			 BLK);
+	ck_assert_int_eq(migration_new(src, dst, NULL, &m), 0);
+	ck_assert_int_eq(migration_copy(m), 0);
+	memset(block, 0, sizeof(block));
+	ck_assert_int_eq(backend_pread(dst, block, BLK, (UINT64_C(1) << 59) + BLK),
+			 BLK);
+	ck_assert_int_eq(block[0], 0x5a);
+	migration_free(m);
+	backend_close(src);
+	backend_close(dst);
+	unlink(sp);
+	unlink(dp);
+	rmdir(dir);
+}
+END_TEST
+
 /* A writer that writes random ranges to src and reports them dirty after
  * each write completed, as the daemon's write path does. */
 struct writer {
@@ -375,6 +412,7 @@ static Suite *migrate_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_migrate_copies_data_keeps_holes);
 	tcase_add_test(tc, test_migrate_smaller_destination_refused);
+	tcase_add_test(tc, test_migrate_huge_image);
 	tcase_add_test(tc, test_migrate_converges_under_writes);
 	tcase_add_test(tc, test_migrate_destination_failure_leaves_source);
 	tcase_add_test(tc, test_migrate_eagain_is_retried);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Live migration (filter_mirror.h): a dirty bitmap of MIGRATE_CHUNK ranges, a
+ * Live migration (filter_mirror.h): a dirty bitmap of chunk ranges, a
  * copier that moves dirty ranges with migrate_range(), and the per-range
  * copy (docs/lineage.md patch 011's migratepage convention): copy data extents, skip
  * zero blocks and holes (discarding them on the destination when the
@@ -23,6 +23,7 @@ struct migration {
 	struct backend *src, *dst;
 	struct migrate_opts opts;
 	uint64_t size;
+	uint64_t chunk;			/* bytes a bit covers */
 	uint64_t nr_chunks;
 	_Atomic uint64_t *dirty;	/* one bit per chunk */
 	_Atomic uint64_t nr_dirty;	/* bits set */
@@ -137,9 +138,9 @@ static bool chunk_set(struct migration *m, uint64_t c)
 
 static uint64_t chunk_len(struct migration *m, uint64_t c)
 {
-	uint64_t pos = c * MIGRATE_CHUNK;
+	uint64_t pos = c * m->chunk;
 
-	return MIN(MIGRATE_CHUNK, m->size - pos);
+	return MIN(m->chunk, m->size - pos);
 }
 
 void migration_mark_dirty(struct migration *m, uint64_t pos, uint64_t len)
@@ -149,8 +150,8 @@ void migration_mark_dirty(struct migration *m, uint64_t pos, uint64_t len)
 	if (!m || len == 0 || pos >= m->size)
 		return;
 	len = MIN(len, m->size - pos);
-	last = (pos + len - 1) / MIGRATE_CHUNK;
-	for (c = pos / MIGRATE_CHUNK; c <= last; c++)
+	last = (pos + len - 1) / m->chunk;
+	for (c = pos / m->chunk; c <= last; c++)
 		if (chunk_set(m, c))
 			added += chunk_len(m, c);
 	if (added) {
@@ -187,11 +188,21 @@ int migration_new(struct backend *src, struct backend *dst,
 	if (!m->opts.max_retries)
 		m->opts.max_retries = 10;
 	m->size = (uint64_t)ssize;
-	m->nr_chunks = (m->size + MIGRATE_CHUNK - 1) / MIGRATE_CHUNK;
-	m->dirty = g_new0(_Atomic uint64_t,
-			  (m->nr_chunks + WORD_BITS - 1) / WORD_BITS + 1);
-	m->retries = g_new0(uint8_t, m->nr_chunks + 1);
-	m->touched = g_new0(uint8_t, m->nr_chunks + 1);
+	m->chunk = MIGRATE_CHUNK;
+	while (m->size / m->chunk >= MIGRATE_MAX_CHUNKS)
+		m->chunk <<= 1;
+	m->nr_chunks = (m->size + m->chunk - 1) / m->chunk;
+	m->dirty = g_try_new0(_Atomic uint64_t,
+			      (m->nr_chunks + WORD_BITS - 1) / WORD_BITS + 1);
+	m->retries = g_try_new0(uint8_t, m->nr_chunks + 1);
+	m->touched = g_try_new0(uint8_t, m->nr_chunks + 1);
+	if (!m->dirty || !m->retries || !m->touched) {
+		g_free(m->dirty);
+		g_free(m->retries);
+		g_free(m->touched);
+		g_free(m);
+		return -ENOMEM;
+	}
 	g_mutex_init(&m->lock);
 	m->prog.size = m->size;
 	dioloop_bucket_set(&m->rate, m->opts.bps, MIRROR_BURST_MS,
@@ -228,7 +239,7 @@ void migration_get_progress(struct migration *m, struct migrate_progress *p)
 	g_mutex_unlock(&m->lock);
 	p->dirty = 0;
 	/* Approximate (the last chunk may be short): for display. */
-	p->dirty = MIN(atomic_load(&m->nr_dirty) * MIGRATE_CHUNK, m->size);
+	p->dirty = MIN(atomic_load(&m->nr_dirty) * m->chunk, m->size);
 }
 
 /* ---- copying ---- */
@@ -317,7 +328,7 @@ int migration_pass(struct migration *m)
 	m->prog.passes++;
 	g_mutex_unlock(&m->lock);
 	for (c = 0; c < m->nr_chunks; c++) {
-		uint64_t pos = c * MIGRATE_CHUNK, len = chunk_len(m, c);
+		uint64_t pos = c * m->chunk, len = chunk_len(m, c);
 		int ret;
 
 		if (atomic_load(&m->cancel))
@@ -389,8 +400,8 @@ int migration_copy(struct migration *m)
 		ret = migration_pass(m);
 		if (ret < 0)
 			return ret;
-		if (atomic_load(&m->nr_dirty) * MIGRATE_CHUNK <=
-		    MIGRATE_CONVERGED && ret == 0)
+		if (atomic_load(&m->nr_dirty) <= MIGRATE_CONVERGED_CHUNKS &&
+		    ret == 0)
 			return 0;
 		if (ret > 0)	/* back off before retrying */
 			g_usleep(20000);
