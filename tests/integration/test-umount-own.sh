@@ -200,4 +200,27 @@ forget_mount "$IT_TMP/bind5"
 daemon_wait "$pid"
 expect_eq "the daemon exits when its last mount goes" 0 "$DAEMON_STATUS"
 
+# ---- SIGTERM while a read waits for a tiny limit (bps=1: 8 KiB would be
+# admitted after more than two hours): the read is let go and the daemon
+# exits, instead of living on, holding its image locks, until then.
+mkdir -p src6
+truncate -s 1M src6/t.img
+start_daemon src6 "$IT_TMP/mnt6" -o bps=1
+pid=$DAEMON_PID
+start_helper dd if="$IT_TMP/mnt6/t.img" of=/dev/null bs=4k count=2 iflag=direct status=none
+reader=$HELPER_PID
+sleep 1
+kill -TERM "$pid"
+daemon_wait "$pid"
+expect_eq "the daemon exited on SIGTERM with a read held by bps=1" 0 "$DAEMON_STATUS"
+if [[ $DAEMON_STATUS == running ]]; then
+	kill -KILL "$pid"	# the reader would wait for it
+	daemon_wait "$pid"
+fi
+forget_mount "$IT_TMP/mnt6"
+rc=0
+wait "$reader" || rc=$?
+forget_pid "$reader"
+expect_eq "... and the held read was answered" 0 "$rc"
+
 it_end
