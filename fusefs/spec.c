@@ -289,6 +289,7 @@ int dioloop_fault_parse(char *const *words, int n, struct fault_rule *r,
 			char **err)
 {
 	bool have_error = false, have_kind = false, have_offset = false;
+	bool have_delay = false;
 	int i;
 
 	*err = NULL;
@@ -318,12 +319,14 @@ int dioloop_fault_parse(char *const *words, int n, struct fault_rule *r,
 		if (fault_parse_kv(key, eq + 1, r, &have_error, err) < 0)
 			return -EINVAL;
 		have_offset |= !strcmp(key, "offset");
+		have_delay |= !strcmp(key, "delay");
 	}
 	if (have_offset && !r->range_len) {
 		*err = g_strdup("offset= needs length= (the byte range to fail)");
 		return -EINVAL;
 	}
-	if (!have_error && !r->latency_us)
+	/* Neither: fail with EIO.  A delay, even of 0, fails nothing. */
+	if (!have_error && !have_delay)
 		r->error = EIO;
 	return 0;
 }
@@ -368,7 +371,7 @@ char *dioloop_fault_format(const struct fault_rule *r)
 		g_string_append_printf(s, " delay=%us", r->latency_us / 1000000);
 	else if (r->latency_us % 1000 == 0 && r->latency_us)
 		g_string_append_printf(s, " delay=%ums", r->latency_us / 1000);
-	else if (r->latency_us)
+	else if (r->latency_us || !r->error)	/* delay=0: a delay rule */
 		g_string_append_printf(s, " delay=%uus", r->latency_us);
 	if (r->range_len)
 		g_string_append_printf(s, " offset=%llu length=%llu",

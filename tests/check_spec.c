@@ -115,6 +115,12 @@ START_TEST(test_spec_fault_rules_parse)
 		      (r.ops & FAULT_OP_FLUSH),
 		      "delay alone adds latency and fails nothing");
 
+	/* A delay of zero is still a delay (a script's computed delay),
+	 * not the default error. */
+	ck_assert_int_eq(parse_rule("all delay=0", &r, &err), 0);
+	ck_assert_msg(r.latency_us == 0 && r.error == 0,
+		      "delay=0 fails nothing (error %d)", r.error);
+
 	ck_assert_int_eq(parse_rule("offset=1M length=64K", &r, &err), 0);
 	ck_assert_msg(r.ops == (FAULT_OP_READ | FAULT_OP_WRITE) &&
 		      r.error == EIO && r.range_start == 1u << 20 &&
@@ -181,6 +187,7 @@ START_TEST(test_spec_fault_format_round_trips)
 		"write error=EIO rate=0.25",
 		"read+flush error=ENOSPC nth=7 every=3",
 		"all delay=1500us",
+		"all delay=0us",
 		"read delay=300ms",
 		"flush delay=2s",
 		"write error=EIO offset=4096 length=8192 seed=42",
