@@ -152,6 +152,13 @@ bool mount_parse_options(const char *list, struct dioloop_mount_opts *o)
 				return false;
 			}
 			o->commit_ms = (int)(s * 1000 + 0.5);
+			/* Not rounded to 0, which means the opposite. */
+			if (s > 0 && o->commit_ms == 0) {
+				dioloop_err("mount: bad commit '%s': the "
+					    "shortest interval is 0.001 s (0: "
+					    "only on flush)", val);
+				return false;
+			}
 		}
 		else if ((!strcmp(key, "threads") || !strcmp(key, "queue_depth") ||
 			  !strcmp(key, "max_write")) && val) {

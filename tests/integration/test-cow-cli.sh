@@ -333,6 +333,8 @@ expect_eq "commit=0: no commit without a flush" "$g0" "$(gen)"
 dioloop_umount "$CMNT"
 daemon_wait "$DAEMON_PID"
 expect_status "a bad commit= value is refused" 2 "$DIOLOOP_BIN" mount -o commit=soon "$CSRC" "$CMNT"
+expect_one_line_error "commit= under a millisecond is refused, not taken as 0 (only on flush)" 2 \
+	"$DIOLOOP_BIN" mount -o commit=0.0004 "$CSRC" "$CMNT"
 
 for f in "$IT_TMP"/asan* "$IT_TMP"/ubsan*; do
 	[[ -e $f ]] || continue
