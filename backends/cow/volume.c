@@ -209,8 +209,8 @@ static int volume_load(struct cow_container *c, struct cow_volume *v,
 	ret = find_volume(c, name, &s);
 	busy = !ret && cow_open_volume_by_id(c, s.e.id);
 	g_mutex_unlock(&c->map_lock);
-	if (ret == -ENOENT)
-		g_warning("%s: no volume called \"%s\"", c->meta.path, name);
+	/* -ENOENT unsaid: the caller's to say (a lookup of a name that is
+	 * not there is no event for the daemon's log). */
 	if (ret < 0)
 		return ret;
 	if (busy) {

@@ -132,6 +132,35 @@ static void unlock_image(struct image_lock *lock)
 	*lock = (struct image_lock){ .fd = -1 };
 }
 
+static bool has_volumes(const char *type);
+
+/* A command on the whole container (check, scrub) named IMAGE@VOLUME:
+ * that volume must exist all the same, or a typo would pass for clean.
+ * true, or false after the one line. */
+static bool named_volume_exists(const char *cmd,
+				const struct dioloop_image_ref *ref,
+				const char *type)
+{
+	g_autoptr(GError) error = NULL;
+	const char *t;
+	struct backend *b;
+
+	if (!ref->volume || !ref->volume[0])
+		return true;
+	if (!has_volumes(type)) {
+		dioloop_err("%s: %s is a %s image: it has no volume '%s'", cmd,
+			    ref->image, type, ref->volume);
+		return false;
+	}
+	if (dioloop_image_ref_open(ref, BACKEND_OPEN_RDONLY, &b, &t,
+				   &error) < 0) {
+		dioloop_err("%s: %s", cmd, error->message);
+		return false;
+	}
+	backend_close(b);
+	return true;
+}
+
 /* Whether the backend called type has volumes, snapshots, scrub and
  * check (backends/volume.h). */
 static bool has_volumes(const char *type)
@@ -284,6 +313,10 @@ int dioloop_cmd_check(int argc, char **argv)
 	type = probe_format("check", &ref);
 	if (!type)
 		goto out;
+	if (!named_volume_exists("check", &ref, type)) {
+		status = DIOLOOP_EXIT_FAIL;
+		goto out;
+	}
 	if (!has_volumes(type)) {
 		printf("%s: a %s image: no metadata to check\n", argv[1], type);
 		status = DIOLOOP_EXIT_OK;
@@ -555,6 +588,10 @@ int dioloop_cmd_scrub(int argc, char **argv)
 	type = probe_format("scrub", &ref);
 	if (!type)
 		goto out;
+	if (!named_volume_exists("scrub", &ref, type)) {
+		status = DIOLOOP_EXIT_FAIL;
+		goto out;
+	}
 	if (!has_volumes(type)) {
 		printf("%s: a %s image: no checksums to verify\n", argv[1],
 		       type);

@@ -513,9 +513,7 @@ int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
 		return ret;
 	}
 	/* A local image: the backend's line first, as a warning, then the
-	 * summary below. */
-	if (reason)
-		g_warning("%s", reason->message);
+	 * summary below; a missing volume, the summary alone (one line). */
 	if (ret == -ENOENT && ref->volume && ref->volume[0] &&
 	    access(ref->image, F_OK) == 0) {
 		if (strcmp(*type, "cow"))
@@ -525,9 +523,13 @@ int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
 			backend_set_error(error, ret, "%s: no volume '%s'",
 					  ref->image, ref->volume);
 	} else if (ret == -EBUSY) {
+		if (reason)
+			g_warning("%s", reason->message);
 		backend_set_error(error, ret, "%s: in use (open for writing by another process)",
 				  ref->image);
 	} else if (ret < 0) {
+		if (reason)
+			g_warning("%s", reason->message);
 		backend_set_error(error, ret, "%s: %s", ref->image,
 				  g_strerror(-ret));
 	}

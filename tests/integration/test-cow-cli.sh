@@ -183,6 +183,13 @@ printf 'DLOOPCOW' | dd of=junk.img conv=notrunc status=none
 expect_status "check a random file with the cow magic (no usable superblock)" 2 dl check junk.img
 expect_status "check a file that does not exist" 2 dl check nope.img
 expect_status "check a directory" 2 dl check "$D"
+# A volume that does not exist is an error, not a clean check of the
+# rest: one line, exit status 1.
+for cmd in check scrub info; do
+	expect_one_line_error "$cmd c.img@nope (no such volume)" 1 "$DIOLOOP_BIN" "$cmd" c.img@nope
+	expect_match "... says which" ".*c.img: no volume 'nope'" "$(cat "$IT_TMP/err.err")"
+done
+expect_one_line_error "check r.img@nope (a raw image has no volumes)" 1 "$DIOLOOP_BIN" check r.img@nope
 
 it_log "---- scrub"
 must "scrub c.img" dl scrub c.img
