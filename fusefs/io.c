@@ -194,11 +194,37 @@ static void dioloop_write_done(struct kiocb *iocb, ssize_t res)
 	dioloop_io_free(io);
 }
 
+/* Carry only the first count bytes of the request's pages. */
+static void dioloop_io_truncate(struct dioloop_io *io, size_t count)
+{
+	unsigned int n = 0;
+	size_t covered = 0;
+
+	while (covered < count)
+		covered += io->bvec[n++].bv_len;
+	iov_iter_init_bvec(&io->iter, io->bvec, n, count, 0);
+}
+
 /* Hand the request to the backend.  The thread that admitted it: a FUSE
  * worker, or the throttle's timer thread. */
 static void dioloop_io_dispatch(struct dioloop_io *io)
 {
-	ssize_t ret = backend_direct_IO_bvec(io->node->b, &io->iocb);
+	ssize_t ret;
+
+	/* A block device's rule: a write that starts inside and ends past
+	 * the end writes up to the end (a short write); one that starts at
+	 * or past it fails with ENOSPC (the backend's).  The size holds
+	 * still: a resize drains the requests in flight first. */
+	if (io->iocb.ki_rw == DIOLOOP_WRITE && !io->fs->opts.growable) {
+		int64_t size = backend_get_size(io->node->b);
+		uint64_t pos = io->iocb.ki_pos;
+		size_t count = iov_iter_count(&io->iter);
+
+		if (size >= 0 && pos < (uint64_t)size &&
+		    count > (uint64_t)size - pos)
+			dioloop_io_truncate(io, (size_t)((uint64_t)size - pos));
+	}
+	ret = backend_direct_IO_bvec(io->node->b, &io->iocb);
 
 	if (ret != -EIOCBQUEUED)
 		io->iocb.ki_complete(&io->iocb, ret);

@@ -64,6 +64,12 @@ expect_io "pread 1 GiB past EOF: 0 bytes" "ok 0 $EMPTY_SHA" pread "$MNT/odd.img"
 expect_eq "reading node odd.img 4 KiB at a time gives exactly its size" "$ODD_SIZE" \
 	"$(dd if="$MNT/odd.img" bs=4096 status=none | wc -c)"
 expect_io "pwrite at EOF: ENOSPC" "err ENOSPC" pwrite "$MNT/a.img" $((8 * M)) 4096
+# Across the end, as a block device: a short write up to the end.
+expect_io "pwrite of 8 KiB 4 KiB before EOF: a short write of 4 KiB" "ok 4096" \
+	pwrite "$MNT/a.img" $((8 * M - 4096)) 8192 9
+expect_io "fsync" "ok" fsync "$MNT/a.img"
+expect_io "... the last 4 KiB hold it" "ok same" check "$SRC/a.img" $((8 * M - 4096)) 4096 9
+expect_eq "... and the image did not grow" $((8 * M)) "$(stat -c %s "$SRC/a.img")"
 
 it_log "---- writes, fsync"
 expect_io "pwrite 64 KiB at 0" "ok 65536" pwrite "$MNT/a.img" 0 65536 7
