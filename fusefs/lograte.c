@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "fusefs/lograte.h"
 
+#include <string.h>
+
 struct lograte_entry {
 	gint64 last;			/* when it was last let through */
 	uint64_t dropped;		/* copies dropped since */
@@ -74,4 +76,21 @@ bool dioloop_lograte_admit(struct dioloop_lograte *r, const char *msg,
 	}
 	g_mutex_unlock(&r->lock);
 	return admit;
+}
+
+char *dioloop_escape_controls(const char *s)
+{
+	GString *out = g_string_sized_new(strlen(s));
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c < 0x20 || c == 0x7f)
+			g_string_append_printf(out, "\\x%02x", c);
+		else if (c == '\\')
+			g_string_append(out, "\\\\");
+		else
+			g_string_append_c(out, (char)c);
+	}
+	return g_string_free(out, FALSE);
 }

@@ -21,6 +21,12 @@ struct dioloop_lograte {
 	uint64_t overflow;		/* texts dropped while full; by lock */
 };
 
+/* s with each control byte (below 0x20, and 0x7f) written as \xNN, and
+ * a backslash as \\: a name an image's owner chose (a newline, an
+ * escape sequence) cannot forge a log line or drive a terminal.  g_free
+ * it. */
+char *dioloop_escape_controls(const char *s);
+
 void dioloop_lograte_init(struct dioloop_lograte *r, gint64 interval_us,
 			  guint max_entries);
 void dioloop_lograte_destroy(struct dioloop_lograte *r);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "backends/iorec_file.h"
+#include "fusefs/lograte.h"
 #include "fusefs/cli/commands.h"
 
 #ifndef DIOLOOP_VERSION
@@ -53,13 +54,15 @@ static bool is_mount_helper_call(int argc, char **argv)
 
 void dioloop_err(const char *fmt, ...)
 {
+	g_autofree char *msg = NULL, *line = NULL;
 	va_list ap;
 
-	fputs("dioloop: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	msg = g_strdup_vprintf(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	/* Names from images and servers: one line, no terminal codes. */
+	line = dioloop_escape_controls(msg);
+	fprintf(stderr, "dioloop: %s\n", line);
 }
 
 /* s without a leading "prefix: ", or NULL. */

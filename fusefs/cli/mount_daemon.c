@@ -54,7 +54,11 @@ static char *log_rate_limited(const gchar *message)
 	if (!dioloop_lograte_admit(&log_rate, message,
 				   g_get_monotonic_time(), &repeats, &others))
 		return NULL;
-	line = g_string_new(message);
+	{
+		g_autofree char *text = dioloop_escape_controls(message);
+
+		line = g_string_new(text);
+	}
 	if (repeats)
 		g_string_append_printf(line, " (and %" PRIu64 " more times "
 					"since it was last logged)", repeats);

@@ -11,6 +11,7 @@
 
 #include "backends/size.h"
 #include "fusefs/cli/stats_format.h"
+#include "fusefs/lograte.h"
 #include "fusefs/stats.h"
 
 /* The latency histograms of stats.json, in this order. */
@@ -164,11 +165,12 @@ void stats_print_totals(JsonObject *root)
 	       "W_LAT", "THROTL");
 	for (l = names; l; l = l->next) {
 		JsonObject *n = get_obj(nodes, l->data);
+		g_autofree char *shown = dioloop_escape_controls(l->data);
 
 		snprintf(th, sizeof(th), "%.1fs",
 			 (double)get_int(n, "throttle", "throttled_us") / 1e6);
 		printf("%-14s %6s %6s %6s %7s %7s %6" G_GINT64_FORMAT
-		       " %6s %6s %6s\n", (const char *)l->data,
+		       " %6s %6s %6s\n", shown,
 		       count_str((double)get_int(n, "ops", "read"), c[0], 16),
 		       count_str((double)get_int(n, "ops", "write"), c[1], 16),
 		       count_str((double)get_int(n, "ops", "flush"), c[2], 16),
@@ -247,6 +249,7 @@ static void print_migration(const char *prefix, JsonObject *m)
 	const char *dest = json_object_get_string_member_with_default(
 		m, "dest", "?");
 	char d[16], l[16], r[16], line[4200];
+	g_autofree char *shown_dest = dioloop_escape_controls(dest);
 
 	snprintf(line, sizeof(line), "%s  migration %s %.0f%% pass %"
 		 G_GINT64_FORMAT ": %s copied, %s left, %s/s -> %s", prefix,
@@ -255,7 +258,7 @@ static void print_migration(const char *prefix, JsonObject *m)
 		 get_int(m, "pass", NULL), bytes_str((double)done, d, 16),
 		 bytes_str((double)left, l, 16),
 		 bytes_str((double)get_int(m, "rate_bps", NULL), r, 16),
-		 dest);
+		 shown_dest);
 	printf("%.80s\n", line);
 }
 
@@ -318,18 +321,19 @@ void stats_print_rates(JsonObject *prev, JsonObject *cur, double dt,
 		struct node_rates *r = &g_array_index(rates, struct node_rates,
 						      i);
 		char name[64];
+		g_autofree char *label = dioloop_escape_controls(r->name);
 
 		if (!v->all && r->busy == 0)
 			continue;
 		if (v->tty && v->rows > 3 && shown >= v->rows - 3)
 			break;
 		/* A long name keeps its start and its end. */
-		if ((int)strlen(r->name) > name_w)
+		if ((int)strlen(label) > name_w)
 			snprintf(name, sizeof(name), "%.*s~%s", name_w / 2 - 1,
-				 r->name, r->name + strlen(r->name) -
+				 label, label + strlen(label) -
 					  (name_w - name_w / 2));
 		else
-			snprintf(name, sizeof(name), "%s", r->name);
+			snprintf(name, sizeof(name), "%s", label);
 		printf("%s%s%-*s %6s %6s %7s %7s %6s %6s %4.0f %4.0f %3" G_GINT64_FORMAT
 		       "\n", v->tty ? "" : when, v->tty ? "" : " ", name_w,
 		       name, count_str(r->r_ops, c[0], 16),

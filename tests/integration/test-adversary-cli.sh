@@ -17,7 +17,9 @@
 #    the user's to the user's own files;
 #  - dioloop umount of a mount point under the user's directory, which
 #    the user swaps for a symlink to another mount mid-way, flushes and
-#    unmounts the dioloop mount, not the other one.
+#    unmounts the dioloop mount, not the other one;
+#  - names the user gives images (a newline, terminal escape sequences)
+#    reach neither the daemon's log nor root's terminal raw.
 # The user's swaps are driven by inotify (dioloop-race-swap, race-swap.c),
 # fast enough to land inside the window between the create and the next
 # open by name.
@@ -194,9 +196,11 @@ for ((try = 1; try <= 10; try++)); do
 	forget_mount "$UHOME/d/m"
 	dmnt=$UHOME/d/m
 	[[ -L $UHOME/d ]] && dmnt=$UHOME/d.aside/m
+	# Gone, or (the swap came before umount looked) refused whole.
 	gone=yes
 	if grep -qF " $dmnt fuse.dioloop " /proc/self/mounts; then
-		gone=no
+		((rc == 2)) && grep -q 'refusing to touch it' "$IT_TMP/umount.out" ||
+			gone=no
 		fusermount3 -u -z "$dmnt"
 	fi
 	daemon_wait "$PID"
@@ -210,8 +214,31 @@ done
 expect_eq "the other mount is still mounted" yes \
 	"$(mountpoint -q "$IT_TMP/victim/m" && echo yes || echo no)"
 expect_eq "... its file unchanged" "ROOT-TMPFS" "$(cat "$IT_TMP/victim/m/root.img" 2>&1)"
-expect_eq "the dioloop mount is gone" yes "$gone"
+expect_eq "the dioloop mount is gone (or umount refused, touching nothing)" yes "$gone"
 mountpoint -q "$IT_TMP/victim/m" || mount -t tmpfs tmpfs "$IT_TMP/victim/m"
 umount_inner "$IT_TMP/victim/m"
+
+it_log "---- names that would forge a log line or drive a terminal"
+USRC=$IT_TMP/usrc
+mkdir -p "$USRC"
+chown "$USER_ID:$GROUP_ID" "$USRC"
+ESC=$'\e'
+FORGED=$'x\nFORGED: dioloop[1]: root.img: flushed OK.img'
+TITLE="t${ESC}]0;OWNED${ESC}[2J.img"
+"${AS_USER[@]}" ln -s "$HOST/victim" "$USRC/$FORGED"
+must "the user's image with escapes in its name" \
+	"${AS_USER[@]}" "$DIOLOOP_BIN" create --size 1M "$USRC/$TITLE"
+start_daemon "$USRC" "$MNT" -o allow_other
+PID=$DAEMON_PID
+stat "$MNT/$FORGED" >/dev/null 2>&1	# a lookup: refused, and logged
+"$DIOLOOP_BIN" stats "$MNT" >"$IT_TMP/stats.out" 2>&1
+dioloop_umount "$MNT"
+daemon_wait "$PID"
+expect_eq "the refusal is logged, the name escaped" 1 \
+	"$(grep -c 'x\\x0aFORGED: dioloop\[1\]: root.img: flushed OK.img: refused' "$DAEMON_LOG")"
+expect_eq "no log line starts with the forged text" 0 "$(grep -c '^FORGED' "$DAEMON_LOG")"
+expect_eq "no escape byte in the log" 0 "$(grep -c "$ESC" "$DAEMON_LOG")"
+expect_eq "no escape byte in dioloop stats" 0 "$(grep -c "$ESC" "$IT_TMP/stats.out")"
+expect_eq "... which shows the node, escaped" 1 "$(grep -c 't\\x1b]0;OWNED' "$IT_TMP/stats.out")"
 
 it_end
