@@ -168,11 +168,21 @@ bool mount_parse_options(const char *list, struct dioloop_mount_opts *o)
 					    val, key);
 				return false;
 			}
-			if (!strcmp(key, "threads"))
-				o->threads = (unsigned)MIN(v, 1024);
-			else if (!strcmp(key, "queue_depth"))
-				o->queue_depth = (unsigned)MIN(v, 4096);
-			else if (v > DIOLOOP_MAX_WRITE || v < DIOLOOP_PAGE_SIZE ||
+			/* Past the most, refused rather than cut down
+			 * without a word. */
+			if (!strcmp(key, "threads") && v > 1024) {
+				dioloop_err("mount: bad threads '%s': 1 to 1024",
+					    val);
+				return false;
+			} else if (!strcmp(key, "threads")) {
+				o->threads = (unsigned)v;
+			} else if (!strcmp(key, "queue_depth") && v > 4096) {
+				dioloop_err("mount: bad queue_depth '%s': 1 to "
+					    "4096", val);
+				return false;
+			} else if (!strcmp(key, "queue_depth")) {
+				o->queue_depth = (unsigned)v;
+			} else if (v > DIOLOOP_MAX_WRITE || v < DIOLOOP_PAGE_SIZE ||
 				 v % DIOLOOP_PAGE_SIZE) {
 				dioloop_err("mount: bad max_write '%s': a multiple "
 					    "of 4K from 4K to 1M", val);

@@ -342,6 +342,10 @@ daemon_wait "$DAEMON_PID"
 expect_status "a bad commit= value is refused" 2 "$DIOLOOP_BIN" mount -o commit=soon "$CSRC" "$CMNT"
 expect_one_line_error "commit= under a millisecond is refused, not taken as 0 (only on flush)" 2 \
 	"$DIOLOOP_BIN" mount -o commit=0.0004 "$CSRC" "$CMNT"
+expect_one_line_error "threads= past 1024 is refused, not cut down" 2 \
+	"$DIOLOOP_BIN" mount -o threads=100000 "$CSRC" "$CMNT"
+expect_one_line_error "queue_depth= past 4096 is refused, not cut down" 2 \
+	"$DIOLOOP_BIN" mount -o queue_depth=4294967295 "$CSRC" "$CMNT"
 
 for f in "$IT_TMP"/asan* "$IT_TMP"/ubsan*; do
 	[[ -e $f ]] || continue
