@@ -163,6 +163,12 @@ expect_eq "r2.img == r.img after --force (cmp)" "" "$(cmp r.img r2.img 2>&1)"
 must "convert without a tty and without -p" dl convert r.img r3.img
 expect_match "... prints one summary line" 'convert: [0-9.]+ MiB in [0-9.]+ s \(.*/s\)' "$(cat "$IT_TMP/last.out")"
 expect_eq "r3.img == r.img" "" "$(cmp r.img r3.img 2>&1)"
+# Sparse in time too: an empty image of the largest size converts in
+# one step per hole, not one per buffer (hours before).
+must "create huge.cow (1 EiB)" dl create --format cow --size 1E huge.cow
+must "convert huge.cow (1 EiB, all holes) within a minute" timeout 60 "$DIOLOOP_BIN" convert huge.cow huge2.cow
+expect_eq "... the copy is 1 EiB" 1152921504606846976 "$(dl info --json huge2.cow | grep -o '"size" : [0-9]*' | grep -o '[0-9]*$' | head -n 1)"
+rm -f huge.cow huge2.cow
 
 it_log "---- check"
 for img in a.img x.img c.img cx.img; do
