@@ -246,6 +246,17 @@ start_helper() {
 	IT_HELPERS+=("$HELPER_PID")
 }
 
+# ---------------------------------------------------------------- another user
+
+# it_other_user: the unprivileged user the trust-boundary tests play
+# (nobody): sets USER_ID, GROUP_ID and AS_USER (a command prefix that runs
+# as that user), or skips the test when there is none.
+it_other_user() {
+	USER_ID=$(id -u nobody 2>/dev/null) || it_skip "no user 'nobody'"
+	GROUP_ID=$(id -g nobody)
+	AS_USER=(setpriv --reuid="$USER_ID" --regid="$GROUP_ID" --clear-groups --)
+}
+
 # ---------------------------------------------------------------- daemon
 
 # start_daemon SRC MNT [MOUNT-ARGS...]: `dioloop mount -f` in the

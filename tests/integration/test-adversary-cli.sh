@@ -27,9 +27,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 it_begin "trust boundary: root's commands on paths a user can write" setpriv
 
-USER_ID=$(id -u nobody 2>/dev/null) || it_skip "no user 'nobody'"
-GROUP_ID=$(id -g nobody)
-AS_USER=(setpriv --reuid="$USER_ID" --regid="$GROUP_ID" --clear-groups --)
+it_other_user
 RACE_SECONDS=${DIOLOOP_ADVERSARY_RACE_SECONDS:-5}
 
 chmod 0711 "$IT_TMP"

@@ -38,9 +38,7 @@ except OSError:
     print("busy")' "$1" 2>&1
 }
 
-USER_ID=$(id -u nobody 2>/dev/null) || it_skip "no user 'nobody'"
-GROUP_ID=$(id -g nobody)
-AS_USER=(setpriv --reuid="$USER_ID" --regid="$GROUP_ID" --clear-groups --)
+it_other_user
 HARDLINKS=/proc/sys/fs/protected_hardlinks
 HARDLINKS_WAS=$(cat "$HARDLINKS" 2>/dev/null)
 
