@@ -92,7 +92,7 @@ int migration_pass(struct migration *m);
 
 /*
  * Mark what the source has allocated dirty, then run passes until at
- * most MIGRATE_CONVERGED bytes are dirty or max_passes ran: 0 (quiesce
+ * most MIGRATE_CONVERGED_CHUNKS chunks are dirty or max_passes ran: 0 (quiesce
  * and finish now), -ECANCELED or -errno.
  */
 int migration_copy(struct migration *m);

@@ -85,8 +85,16 @@ char *dioloop_escape_controls(const char *s)
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 
-		if (c < 0x20 || c == 0x7f)
+		if (c < 0x20 || c == 0x7f) {
 			g_string_append_printf(out, "\\x%02x", c);
+		} else if (c == 0xc2 && (unsigned char)s[1] >= 0x80 &&
+			   (unsigned char)s[1] <= 0x9f) {
+			/* A C1 control in UTF-8 (U+009B starts a sequence
+			 * on some terminals). */
+			g_string_append_printf(out, "\\xc2\\x%02x",
+					       (unsigned char)s[1]);
+			s++;
+		}
 		else if (c == '\\')
 			g_string_append(out, "\\\\");
 		else

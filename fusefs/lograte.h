@@ -21,7 +21,8 @@ struct dioloop_lograte {
 	uint64_t overflow;		/* texts dropped while full; by lock */
 };
 
-/* s with each control byte (below 0x20, and 0x7f) written as \xNN, and
+/* s with each control byte (below 0x20, 0x7f, and the C1 controls
+ * U+0080 to U+009F of UTF-8) written as \xNN, and
  * a backslash as \\: a name an image's owner chose (a newline, an
  * escape sequence) cannot forge a log line or drive a terminal.  g_free
  * it. */

@@ -479,6 +479,8 @@ static gpointer job_thread(gpointer opaque)
 		goto fail;
 	job->created = true;
 	ret = lock_dest(job, &error);
+	if (ret == -ESTALE)
+		job->created = false;	/* what is there now is not ours */
 	if (ret < 0)
 		goto fail;
 	if (job->dest_lock) {

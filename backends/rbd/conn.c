@@ -141,3 +141,17 @@ unsigned int drbd_conn_count(void)
 	g_mutex_unlock(&conns_lock);
 	return n;
 }
+
+bool drbd_conn_renew(const struct drbd_url *u, struct drbd_conn **c, int r,
+		     bool *renewed, GError **error)
+{
+	if (r != -ESHUTDOWN || *renewed)
+		return false;
+	*renewed = true;
+	if (drbd_conn_fenced(*c))
+		g_warning("%s: the cluster has blocklisted this client (another client took an image's lock, or an operator fenced it): images opened from now on get a new client; requests of those open through it fail with EIO",
+			  u->url);
+	drbd_conn_put(*c);
+	*c = NULL;
+	return drbd_conn_get(u, c, error) == 0;
+}

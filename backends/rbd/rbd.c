@@ -97,6 +97,7 @@ static int drbd_open(struct backend *b, const struct backend_open_args *args)
 {
 	struct drbd *d;
 	uint64_t size;
+	bool renewed = false;
 	int ret;
 
 	d = g_new0(struct drbd, 1);
@@ -114,14 +115,25 @@ static int drbd_open(struct backend *b, const struct backend_open_args *args)
 	ret = drbd_conn_get(&d->url, &d->conn, args->error);
 	if (ret < 0)
 		goto fail;
-	d->ioctx = drbd_conn_ioctx(d->conn);
-	if (args->volume && args->volume[0])
-		ret = drbd_open_volume(d, args->volume);
-	else if (d->rdonly)
-		ret = rbd_open_read_only(d->ioctx, d->url.image, &d->image,
-					 NULL);
-	else
-		ret = rbd_open(d->ioctx, d->url.image, &d->image, NULL);
+	do {
+		/* Again from the start after a renewal (a volume's open
+		 * may have set these). */
+		g_clear_pointer(&d->snap, g_free);
+		g_clear_pointer(&d->clone, g_free);
+		d->rdonly = args->flags & BACKEND_OPEN_RDONLY;
+		d->ioctx = drbd_conn_ioctx(d->conn);
+		if (args->volume && args->volume[0])
+			ret = drbd_open_volume(d, args->volume);
+		else if (d->rdonly)
+			ret = rbd_open_read_only(d->ioctx, d->url.image,
+						 &d->image, NULL);
+		else
+			ret = rbd_open(d->ioctx, d->url.image, &d->image,
+				       NULL);
+	} while (drbd_conn_renew(&d->url, &d->conn, ret, &renewed,
+				 args->error));
+	if (!d->conn)
+		goto fail;
 	if (ret < 0) {
 		d->image = NULL;
 		if (args->volume && args->volume[0])
@@ -443,6 +455,7 @@ static int drbd_list(const char *dir_url, GPtrArray *names, GError **error)
 	rbd_image_spec_t *specs = NULL;
 	size_t max = 64, i;
 	GPtrArray *found;
+	bool renewed = false;
 	int r;
 
 	r = drbd_url_parse(dir_url, false, &u, error);
@@ -454,9 +467,16 @@ static int drbd_list(const char *dir_url, GPtrArray *names, GError **error)
 	for (;;) {
 		specs = g_new0(rbd_image_spec_t, max);
 		r = rbd_list2(drbd_conn_ioctx(c), specs, &max);
-		if (r != -ERANGE)
+		if (r != -ERANGE &&
+		    !drbd_conn_renew(&u, &c, r, &renewed, error))
 			break;
 		g_free(specs);
+		specs = NULL;
+	}
+	if (!c) {		/* the renewal failed: *error says why */
+		g_free(specs);
+		r = -EIO;
+		goto out;
 	}
 	if (r < 0) {
 		backend_set_error(error, r, "%s: list: %s", dir_url,

@@ -71,6 +71,13 @@ rados_ioctx_t drbd_conn_ioctx(const struct drbd_conn *c);
 /* The cluster blocklisted c: later gets connect afresh.  True the first
  * time (for one log line per client).  Any thread. */
 bool drbd_conn_fenced(struct drbd_conn *c);
+/* r, from a call on *c, says the cluster fenced *c (ESHUTDOWN) and no
+ * renewal was made yet: *c is put and a new client got in its place
+ * (true: call again), for an image opened after a fence that no request
+ * noticed.  false: keep r (after a failed renewal, *c is NULL and *error
+ * says why). */
+bool drbd_conn_renew(const struct drbd_url *u, struct drbd_conn **c, int r,
+		     bool *renewed, GError **error);
 /* Clients in the table (not fenced), for tests. */
 unsigned int drbd_conn_count(void);
 

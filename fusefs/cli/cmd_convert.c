@@ -67,7 +67,7 @@ struct convert {
 static int copy_data(struct convert *c, const char **what)
 {
 	struct backend_extent ext;
-	uint64_t pos = 0;
+	uint64_t pos = 0, end;
 	ssize_t n;
 	int ret;
 
@@ -90,21 +90,31 @@ static int copy_data(struct convert *c, const char **what)
 			dioloop_progress_update(&c->bar, pos);
 			continue;
 		}
-		len = (size_t)MIN((uint64_t)CONVERT_CHUNK, ext.len);
-		n = backend_pread(c->src, c->buf, len, pos);
-		if (n < 0)
-			return (int)n;
-		if ((size_t)n < len)
-			return -EIO;	/* the source shrank */
-		*what = "writing";
-		/* dst is new: it reads zeros where nothing goes. */
-		ret = backend_write_sparse(c->dst, c->buf, pos, len, true,
-					   &c->written);
-		if (ret < 0)
-			return ret;
-		pos += len;
-		c->copied = pos;
-		dioloop_progress_update(&c->bar, pos);
+		/* The whole extent, a buffer at a time, before asking the
+		 * map again (a map can cost: rbd without fast-diff stats
+		 * every object it covers). */
+		for (end = pos + ext.len; pos < end;) {
+			if (convert_interrupted) {
+				*what = "interrupted";
+				return -EINTR;
+			}
+			len = (size_t)MIN((uint64_t)CONVERT_CHUNK, end - pos);
+			*what = "reading";
+			n = backend_pread(c->src, c->buf, len, pos);
+			if (n < 0)
+				return (int)n;
+			if ((size_t)n < len)
+				return -EIO;	/* the source shrank */
+			*what = "writing";
+			/* dst is new: it reads zeros where nothing goes. */
+			ret = backend_write_sparse(c->dst, c->buf, pos, len,
+						   true, &c->written);
+			if (ret < 0)
+				return ret;
+			pos += len;
+			c->copied = pos;
+			dioloop_progress_update(&c->bar, pos);
+		}
 	}
 	*what = "flushing";
 	return backend_flush(c->dst);
@@ -375,6 +385,12 @@ int dioloop_cmd_convert(int argc, char **argv)
 		goto out;
 	}
 	c.size = (uint64_t)size;
+	if (!backend_is_url(argv[2]) &&
+	    dioloop_path_symlinks_trusted(argv[2], &error) < 0) {
+		dioloop_err("convert: %s", error->message);
+		status = DIOLOOP_EXIT_USAGE;
+		goto out;
+	}
 	if (!prepare_dst(argv[2], &ref, force, &dst_lock, &status))
 		goto out;
 	status = DIOLOOP_EXIT_FAIL;
@@ -382,7 +398,9 @@ int dioloop_cmd_convert(int argc, char **argv)
 	align = dioloop_create_align(dst_type);
 	/* A copy is no more open than its source: a local source's
 	 * permission bits (as cp gives them), 0600 for a remote one. */
-	create.mode = src_lock >= 0 && fstat(src_lock, &src_st) == 0 ?
+	create.mode = (src_lock >= 0 && fstat(src_lock, &src_st) == 0) ||
+			      (ref.image && !backend_is_url(ref.image) &&
+			       stat(ref.image, &src_st) == 0) ?
 			      (src_st.st_mode & 0666) | 0600 : 0600;
 	create.created = &made;
 	create.path = argv[2];
@@ -403,7 +421,7 @@ int dioloop_cmd_convert(int argc, char **argv)
 	}
 	created = true;
 	ret = open_dst(argv[2], dst_type, &made, &c.dst);
-	if (ret == -ESTALE) {
+	if (ret == -ESTALE && !backend_is_url(argv[2])) {
 		dioloop_err("convert: %s changed after it was created (another user may write its directory): not written",
 			    argv[2]);
 		created = false;	/* not ours to remove any more */

@@ -22,6 +22,7 @@
 #include "backends/size.h"
 #include "backends/volume.h"
 #include "fusefs/cli/commands.h"
+#include "fusefs/lograte.h"
 #include "fusefs/cli/control_client.h"
 #include "fusefs/cli/progress.h"
 
@@ -337,8 +338,13 @@ int dioloop_cmd_check(int argc, char **argv)
 			    error->message);
 		goto out;
 	}
-	for (i = 0; i < lines->len; i++)
-		printf("%s: %s\n", argv[1], (char *)lines->pdata[i]);
+	/* A problem line may quote what the image holds (a volume's name):
+	 * no control byte reaches the terminal. */
+	for (i = 0; i < lines->len; i++) {
+		g_autofree char *line = dioloop_escape_controls(lines->pdata[i]);
+
+		printf("%s: %s\n", argv[1], line);
+	}
 	if (res.errors > lines->len)
 		printf("%s: ... and %" PRIu64 " more problems\n", argv[1],
 		       res.errors - lines->len);

@@ -532,10 +532,12 @@ int dioloop_cmd_umount(int argc, char **argv)
 	parent = g_path_get_dirname(real);
 	base = g_path_get_basename(real);
 	pfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	mfd = pfd < 0 || !strcmp(real, "/") ? -EINVAL :
-	      openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-				O_CLOEXEC);
-	if (mfd == -1)
+	if (pfd < 0)
+		mfd = -errno;
+	else if (!strcmp(real, "/"))
+		mfd = -EINVAL;
+	else if ((mfd = openat(pfd, base, O_RDONLY | O_DIRECTORY |
+				O_NOFOLLOW | O_CLOEXEC)) < 0)
 		mfd = -errno;
 	if (!is_dioloop_mount(argv[1], real, mfd, &dev, &remote, &pidfd)) {
 		if (mfd >= 0)

@@ -360,13 +360,16 @@ static char *absolute_path(const char *p)
 }
 
 /*
- * Another user's symlink is not followed to a file of someone else's:
- * the kernel's rule for sticky directories (fs.protected_symlinks), for
- * every symlink on path, wherever it lives.  A user who can write a
- * shared SOURCE must not make a command of root's (convert, snapshot,
- * check) reach a file of root's outside it.  0, or -EPERM with *error.
+ * Another user's symlink is not followed to a file of someone else's
+ * (root's links are): like the kernel's rule for sticky directories
+ * (fs.protected_symlinks), for every symlink on path, wherever it lives.
+ * A user who can write a shared SOURCE must not make a command of
+ * root's (convert, snapshot, check) reach a file of root's outside it.
+ * The path is checked as it is now: a link swapped between this check
+ * and the open is not caught (the daemon's own opens resolve inside
+ * SOURCE, race-free).  0, or -EPERM with *error.
  */
-static int symlinks_trusted(const char *path, GError **error)
+int dioloop_path_symlinks_trusted(const char *path, GError **error)
 {
 	g_autofree char *prefix = g_strdup(path);
 	size_t i, n = strlen(prefix);
@@ -382,8 +385,8 @@ static int symlinks_trusted(const char *path, GError **error)
 			prefix[i] = c;
 			return 0;	/* the rest does not exist */
 		}
-		if (S_ISLNK(link.st_mode) && link.st_uid != geteuid() &&
-		    stat(prefix, &target) == 0 &&
+		if (S_ISLNK(link.st_mode) && link.st_uid != 0 &&
+		    link.st_uid != geteuid() && stat(prefix, &target) == 0 &&
 		    link.st_uid != target.st_uid) {
 			g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_PERM,
 				    "%s%s%s is a symlink of user %u to a file of user %u: not followed (another user's link)",
@@ -437,7 +440,7 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 					      ref->volume ? ref->volume : "");
 		return 0;
 	}
-	if ((err = symlinks_trusted(arg, error)) < 0)
+	if ((err = dioloop_path_symlinks_trusted(arg, error)) < 0)
 		return err;
 	real = absolute_path(arg);
 	if (!real && errno == ENOENT && has_redirect(arg)) {
@@ -458,7 +461,7 @@ int dioloop_image_ref_resolve(const char *arg, struct dioloop_image_ref *ref,
 	err = errno;
 	if (at && at[1]) {
 		left = g_strndup(arg, at - arg);
-		if (symlinks_trusted(left, error) < 0)
+		if (dioloop_path_symlinks_trusted(left, error) < 0)
 			return -EPERM;
 		left_real = absolute_path(left);
 	}

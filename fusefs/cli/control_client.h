@@ -104,6 +104,10 @@ int dioloop_image_ref_follow(const char *cmd, const char *arg,
  * logged first (g_warning) and the reason sums up.  flags: enum
  * backend_open_flags.
  */
+/* Every symlink on path is root's, the caller's, or its target owner's:
+ * 0, or -EPERM with *error (control_client.c). */
+int dioloop_path_symlinks_trusted(const char *path, GError **error);
+
 int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
 			   unsigned int flags, struct backend **b,
 			   const char **type, GError **error);

@@ -51,13 +51,14 @@ void mount_stop(struct mount_state *ms)
 	}
 	ms->stopping = true;
 	g_mutex_unlock(&ms->lock);
-	/* A running migration stops first: its node stays on its source. */
-	dioloop_migrations_stop(&ms->fs);
 	/* What waits for a limit goes now, and the limits end: a request
 	 * held for hours by a small bps= would otherwise keep the daemon
 	 * (and its image locks) alive that long after the unmount, the
-	 * kernel keeping the connection until the request is answered. */
+	 * kernel keeping the connection until the request is answered.
+	 * First: stopping a migration drains its node's requests. */
 	dioloop_throttle_group_stop(&ms->fs.throttle);
+	/* A running migration stops: its node stays on its source. */
+	dioloop_migrations_stop(&ms->fs);
 	mount_detach_loops(ms);
 	dioloop_fs_flush_all(&ms->fs);
 	/* Unmount without closing the session's fd (fuse_session_unmount

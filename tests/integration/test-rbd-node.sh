@@ -234,6 +234,15 @@ start_daemon "$DIR_URL?timeout=5" "$MNT"
 addr=$(timeout 60 rbd status --format json "rbd/$NS/disk0" | jq -r '.watchers[0].address // empty')
 expect_match "the daemon's client watches disk0" '.+/[0-9]+' "$addr"
 must "ceph osd blocklist add $addr" timeout 60 ceph osd blocklist add "$addr"
+# An image opened after the fence, before any request noticed it: the
+# fenced client, shared by the pool's images, gives way to a new one.
+must "rbd create rbd/$NS/late (after the fence)" timeout 60 rbd create --size 4M "rbd/$NS/late"
+for ((i = 0; i < 50; i++)); do
+	[[ $(nodeio pread "$MNT/late" 0 4096 2>&1) == "ok 4096 "* ]] && break
+	sleep 0.2
+done
+expect_match "an image made after the fence is served, through a new client" \
+	'ok 4096 .*' "$(nodeio pread "$MNT/late" 0 4096 2>&1)"
 for ((i = 0; i < 50; i++)); do
 	[[ $(nodeio fsync "$NODE" 2>&1) == "err EIO" ]] && break
 	sleep 0.2
