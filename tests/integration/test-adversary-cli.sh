@@ -171,6 +171,13 @@ must "dioloop create mine.img (the user's)" "${AS_USER[@]}" "$DIOLOOP_BIN" creat
 "${AS_USER[@]}" ln -s "$UDIR/mine.img" "$UDIR/link.img"
 expect_ok "the user's symlink to the user's own image is followed" \
 	"$DIOLOOP_BIN" convert "$UDIR/link.img" "$HOST/mine.raw"
+ln -s "$UDIR" "$HOST/to-udir"
+expect_ok "the user follows root's link to the user's own directory" \
+	"${AS_USER[@]}" "$DIOLOOP_BIN" info "$HOST/to-udir/mine.img"
+"${AS_USER[@]}" ln -s "$HOST" "$UDIR/out"
+expect_one_line_error "convert into a destination through the user's link to root's directory" 2 \
+	"$DIOLOOP_BIN" convert "$UDIR/mine.img" "$UDIR/out/planted.raw"
+expect_eq "... writes nothing there" "" "$(find "$HOST" -name 'planted*')"
 
 it_log "---- umount while the user swaps a directory above the mount point"
 UHOME=$IT_TMP/uhome
