@@ -94,11 +94,11 @@ char *dioloop_escape_controls(const char *s)
 			g_string_append_printf(out, "\\xc2\\x%02x",
 					       (unsigned char)s[1]);
 			s++;
-		}
-		else if (c == '\\')
+		} else if (c == '\\') {
 			g_string_append(out, "\\\\");
-		else
+		} else {
 			g_string_append_c(out, (char)c);
+		}
 	}
 	return g_string_free(out, FALSE);
 }

@@ -2,9 +2,10 @@
 /*
  * The librados clients of the process (rbd_int.h): one per cluster, user,
  * pool and namespace, shared by every image open through it, as the
- * kernel's rbd driver shares one by default.  A client costs about 15
- * threads, a dozen file descriptors and 3 MiB; a pool of a hundred images
- * served through one client per image cost a hundred of each.
+ * kernel's rbd driver shares one by default.  A client costs about 16
+ * threads, a dozen file descriptors and 2 MiB (a pool of 40 images: 619
+ * threads, 503 descriptors and 154 MiB with a client each; 34, 34 and
+ * 76 MiB shared).
  *
  * The price of sharing: a cluster that blocklists the client (an
  * operator fencing this machine, or another client breaking one image's
@@ -130,16 +131,6 @@ bool drbd_conn_fenced(struct drbd_conn *c)
 	c->fenced = true;
 	g_mutex_unlock(&conns_lock);
 	return first;
-}
-
-unsigned int drbd_conn_count(void)
-{
-	unsigned int n;
-
-	g_mutex_lock(&conns_lock);
-	n = conns ? g_hash_table_size(conns) : 0;
-	g_mutex_unlock(&conns_lock);
-	return n;
 }
 
 bool drbd_conn_renew(const struct drbd_url *u, struct drbd_conn **c, int r,

@@ -78,8 +78,6 @@ bool drbd_conn_fenced(struct drbd_conn *c);
  * says why). */
 bool drbd_conn_renew(const struct drbd_url *u, struct drbd_conn **c, int r,
 		     bool *renewed, GError **error);
-/* Clients in the table (not fenced), for tests. */
-unsigned int drbd_conn_count(void);
 
 struct drbd {
 	struct backend *b;

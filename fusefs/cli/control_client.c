@@ -496,6 +496,7 @@ int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
 		.volume = ref->volume,
 		.error = &reason,
 	};
+	bool no_volume;
 	int ret;
 
 	*type = "raw";
@@ -517,8 +518,11 @@ int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
 	}
 	/* A local image: the backend's line first, as a warning, then the
 	 * summary below; a missing volume, the summary alone (one line). */
-	if (ret == -ENOENT && ref->volume && ref->volume[0] &&
-	    access(ref->image, F_OK) == 0) {
+	no_volume = ret == -ENOENT && ref->volume && ref->volume[0] &&
+		    access(ref->image, F_OK) == 0;
+	if (reason && !no_volume)
+		g_warning("%s", reason->message);
+	if (no_volume) {
 		if (strcmp(*type, "cow"))
 			backend_set_error(error, ret, "%s is a %s image: it has no volume '%s'",
 					  ref->image, *type, ref->volume);
@@ -526,13 +530,9 @@ int dioloop_image_ref_open(const struct dioloop_image_ref *ref,
 			backend_set_error(error, ret, "%s: no volume '%s'",
 					  ref->image, ref->volume);
 	} else if (ret == -EBUSY) {
-		if (reason)
-			g_warning("%s", reason->message);
 		backend_set_error(error, ret, "%s: in use (open for writing by another process)",
 				  ref->image);
 	} else if (ret < 0) {
-		if (reason)
-			g_warning("%s", reason->message);
 		backend_set_error(error, ret, "%s: %s", ref->image,
 				  g_strerror(-ret));
 	}
