@@ -183,8 +183,16 @@ class Inner:
         self.dev = None
 
     def mkfs(self, dev):
-        rc, out = self.ctx.res.run(self.fs.mkfs + [dev], timeout=300,
-                                   out=self.log)
+        # mkfs.btrfs scans every block device of the machine before it
+        # writes; another test's loop device failing at that moment (its
+        # server gone) fails the scan ("cannot check mount status"), not
+        # this device: tried again, at most three times.
+        for attempt in range(3):
+            rc, out = self.ctx.res.run(self.fs.mkfs + [dev], timeout=300,
+                                       out=self.log)
+            if rc == 0 or "cannot check mount status" not in out:
+                break
+            time.sleep(1)
         if rc != 0:
             raise SetupError("%s %s: status %d: %s" % (
                 self.fs.mkfs[0], dev, rc, out.strip()[-300:]))
